@@ -1,0 +1,65 @@
+package admin
+
+import (
+	"context"
+
+	sitev1 "github.com/siteboot/siteboot/gen/bettercompute/site/v1"
+	sitebootv1 "github.com/siteboot/siteboot/gen/siteboot/v1"
+	statev1 "github.com/siteboot/siteboot/gen/siteboot/state/v1"
+	"google.golang.org/protobuf/types/known/timestamppb"
+)
+
+// PrepareRamdisk implements siteboot.v1.SiteBoot.
+func (s *Server) PrepareRamdisk(ctx context.Context, req *sitebootv1.PrepareRamdiskRequest) (*sitebootv1.PrepareRamdiskResponse, error) {
+	stored, err := s.cfg.Store.PrepareRamdisk(ctx, req.GetNodeId(), req.GetEntries())
+	if err != nil {
+		return nil, err
+	}
+	return &sitebootv1.PrepareRamdiskResponse{Entries: s.toAPI(stored)}, nil
+}
+
+// CleanUp implements siteboot.v1.SiteBoot.
+func (s *Server) CleanUp(ctx context.Context, req *sitev1.BootCleanUpRequest) (*sitebootv1.CleanUpResponse, error) {
+	removed, err := s.cfg.Store.CleanUp(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	return &sitebootv1.CleanUpResponse{RemovedMacs: removed}, nil
+}
+
+// ListEntries implements siteboot.v1.SiteBoot.
+func (s *Server) ListEntries(ctx context.Context, req *sitebootv1.ListEntriesRequest) (*sitebootv1.ListEntriesResponse, error) {
+	return &sitebootv1.ListEntriesResponse{Entries: s.toAPI(s.cfg.Store.State().List(req.GetNodeId()))}, nil
+}
+
+// GetStatus implements siteboot.v1.SiteBoot.
+func (s *Server) GetStatus(ctx context.Context, _ *sitebootv1.GetStatusRequest) (*sitebootv1.GetStatusResponse, error) {
+	entries, live, nodes := s.cfg.Store.State().Counts(s.cfg.Now())
+	return &sitebootv1.GetStatusResponse{
+		SiteId:       s.cfg.SiteID,
+		NodeId:       s.cfg.NodeID,
+		Version:      s.cfg.Version,
+		Entries:      uint32(entries),
+		LiveEntries:  uint32(live),
+		Nodes:        uint32(nodes),
+		Lease:        s.cfg.Lease.LeaseState(),
+		LeaseMode:    s.cfg.Lease.Mode(),
+		RaftState:    s.cfg.Lease.RaftState(),
+		AppliedIndex: s.cfg.Lease.AppliedIndex(),
+		StartedAt:    timestamppb.New(s.cfg.StartedAt),
+	}, nil
+}
+
+func (s *Server) toAPI(stored []*statev1.StoredEntry) []*sitebootv1.Entry {
+	now := s.cfg.Now()
+	out := make([]*sitebootv1.Entry, 0, len(stored))
+	for _, se := range stored {
+		out = append(out, &sitebootv1.Entry{
+			NodeId:    se.GetNodeId(),
+			Entry:     se.GetEntry(),
+			CreatedAt: se.GetCreatedAt(),
+			Live:      se.GetEntry().GetNotAfter().AsTime().After(now),
+		})
+	}
+	return out
+}

@@ -1,0 +1,254 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/user"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// Config is the appliance configuration: a YAML file, then SITEBOOT_*
+// environment variables, then flags, each overriding the one before. The
+// yaml key path names the environment variable: admin.socket is
+// SITEBOOT_ADMIN_SOCKET. The doc tag is the reference printed by --help.
+type Config struct {
+	SiteID  string `yaml:"site_id" doc:"this site's id, reported by status and put into scripts"`
+	NodeID  string `yaml:"node_id" doc:"this appliance's node id (default: the hostname)"`
+	DataDir string `yaml:"data_dir" doc:"state directory (default: /var/lib/siteboot as root, else ./siteboot-data)"`
+	Admin   struct {
+		Socket    string `yaml:"socket" doc:"admin API Unix socket (default: <data_dir>/siteboot.sock)"`
+		Group     string `yaml:"group" doc:"group whose members may use the socket besides root"`
+		TCPListen string `yaml:"tcp_listen" doc:"optional admin API TCP address, mutual TLS only"`
+		TLS       struct {
+			Cert     string `yaml:"cert" doc:"server certificate (PEM) for admin.tcp_listen"`
+			Key      string `yaml:"key" doc:"server key (PEM) for admin.tcp_listen"`
+			ClientCA string `yaml:"client_ca" doc:"CA bundle (PEM) client certificates must chain to"`
+		} `yaml:"tls"`
+	} `yaml:"admin"`
+	HTTP struct {
+		Listen string `yaml:"listen" doc:"HTTP address for /healthz, /readyz, /metrics and boot files"`
+	} `yaml:"http"`
+	Raft struct {
+		Listen string `yaml:"listen" doc:"raft TCP address; empty runs a single voter with no listener"`
+	} `yaml:"raft"`
+	Lease struct {
+		TTL Duration `yaml:"ttl" doc:"boot lease ttl"`
+	} `yaml:"lease"`
+	Entries struct {
+		DefaultTTL Duration `yaml:"default_ttl" doc:"not_after of an entry that has none: now + this"`
+		MaxTTL     Duration `yaml:"max_ttl" doc:"refuse a not_after further ahead than this (0: no bound)"`
+	} `yaml:"entries"`
+	Log struct {
+		Level  string `yaml:"level" doc:"debug, info, warn or error"`
+		Format string `yaml:"format" doc:"text or json"`
+	} `yaml:"log"`
+}
+
+// Duration is a time.Duration written as "90s", "24h" in YAML and env.
+type Duration time.Duration
+
+// UnmarshalYAML implements yaml.Unmarshaler.
+func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
+	return d.Set(n.Value)
+}
+
+// MarshalYAML implements yaml.Marshaler.
+func (d Duration) MarshalYAML() (any, error) { return time.Duration(d).String(), nil }
+
+// Set parses a duration.
+func (d *Duration) Set(s string) error {
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return fmt.Errorf("%q is not a duration (like 90s, 24h)", s)
+	}
+	*d = Duration(v)
+	return nil
+}
+
+func defaultConfig() Config {
+	var c Config
+	c.SiteID = "default"
+	c.Admin.Group = "siteboot"
+	c.HTTP.Listen = ":8080"
+	c.Lease.TTL = Duration(10 * time.Second)
+	c.Entries.DefaultTTL = Duration(24 * time.Hour)
+	c.Log.Level = "info"
+	c.Log.Format = "text"
+	return c
+}
+
+// defaultDataDir is /var/lib/siteboot for root, ./siteboot-data otherwise.
+func defaultDataDir() string {
+	if os.Geteuid() == 0 {
+		return "/var/lib/siteboot"
+	}
+	return "siteboot-data"
+}
+
+// loadConfig reads file (if any) over the defaults, then the environment.
+// Unknown keys in the file are errors, naming the key.
+func loadConfig(file string, env func(string) (string, bool)) (Config, error) {
+	c := defaultConfig()
+	if file != "" {
+		data, err := os.ReadFile(file)
+		if err != nil {
+			return c, fmt.Errorf("config: %w", err)
+		}
+		dec := yaml.NewDecoder(bytes.NewReader(data))
+		dec.KnownFields(true)
+		if err := dec.Decode(&c); err != nil && !errors.Is(err, io.EOF) {
+			return c, fmt.Errorf("config %s: %w", file, err)
+		}
+	}
+	var errs []error
+	walkConfig(reflect.ValueOf(&c).Elem(), "", func(key string, f reflect.Value, _ reflect.StructField) {
+		name := envName(key)
+		v, ok := env(name)
+		if !ok {
+			return
+		}
+		if err := setField(f, v); err != nil {
+			errs = append(errs, fmt.Errorf("config: %s: %w", name, err))
+		}
+	})
+	return c, errors.Join(errs...)
+}
+
+// finish fills the defaults that depend on other values and checks the
+// result.
+func (c *Config) finish() error {
+	if c.DataDir == "" {
+		c.DataDir = defaultDataDir()
+	}
+	abs, err := filepath.Abs(c.DataDir)
+	if err != nil {
+		return fmt.Errorf("config: data_dir: %w", err)
+	}
+	c.DataDir = abs
+	if c.Admin.Socket == "" {
+		c.Admin.Socket = filepath.Join(c.DataDir, "siteboot.sock")
+	}
+	if c.NodeID == "" {
+		h, err := os.Hostname()
+		if err != nil {
+			return fmt.Errorf("config: node_id is empty and the hostname is unknown: %w", err)
+		}
+		c.NodeID = h
+	}
+	return c.check()
+}
+
+func (c *Config) check() error {
+	var errs []error
+	bad := func(key, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("config: %s: %s", key, fmt.Sprintf(format, args...)))
+	}
+	if c.SiteID == "" {
+		bad("site_id", "is required")
+	}
+	if c.Admin.TCPListen != "" && (c.Admin.TLS.Cert == "" || c.Admin.TLS.Key == "" || c.Admin.TLS.ClientCA == "") {
+		bad("admin.tcp_listen", "needs admin.tls.cert, admin.tls.key and admin.tls.client_ca (mutual TLS only)")
+	}
+	if c.Lease.TTL <= 0 {
+		bad("lease.ttl", "must be positive")
+	}
+	if c.Entries.DefaultTTL <= 0 {
+		bad("entries.default_ttl", "must be positive")
+	}
+	if c.Entries.MaxTTL < 0 || (c.Entries.MaxTTL > 0 && c.Entries.MaxTTL < c.Entries.DefaultTTL) {
+		bad("entries.max_ttl", "must be 0 or at least entries.default_ttl")
+	}
+	switch c.Log.Level {
+	case "debug", "info", "warn", "error":
+	default:
+		bad("log.level", "%q: want debug, info, warn or error", c.Log.Level)
+	}
+	if c.Log.Format != "text" && c.Log.Format != "json" {
+		bad("log.format", "%q: want text or json", c.Log.Format)
+	}
+	return errors.Join(errs...)
+}
+
+// lookupGroup returns the gid of the admin group, or -1 when it does not
+// exist (the socket then admits root only).
+func lookupGroup(name string) int {
+	if name == "" {
+		return -1
+	}
+	g, err := user.LookupGroup(name)
+	if err != nil {
+		return -1
+	}
+	var gid int
+	if _, err := fmt.Sscan(g.Gid, &gid); err != nil {
+		return -1
+	}
+	return gid
+}
+
+func envName(key string) string {
+	return "SITEBOOT_" + strings.ToUpper(strings.ReplaceAll(key, ".", "_"))
+}
+
+// walkConfig calls fn for every leaf field of a config struct with its
+// dotted key.
+func walkConfig(v reflect.Value, prefix string, fn func(key string, f reflect.Value, sf reflect.StructField)) {
+	t := v.Type()
+	for i := range t.NumField() {
+		sf := t.Field(i)
+		key := strings.Split(sf.Tag.Get("yaml"), ",")[0]
+		if prefix != "" {
+			key = prefix + "." + key
+		}
+		f := v.Field(i)
+		if f.Kind() == reflect.Struct && sf.Type != reflect.TypeOf(Duration(0)) {
+			walkConfig(f, key, fn)
+			continue
+		}
+		fn(key, f, sf)
+	}
+}
+
+func setField(f reflect.Value, s string) error {
+	switch p := f.Addr().Interface().(type) {
+	case *string:
+		*p = s
+	case *Duration:
+		return p.Set(s)
+	case *[]string:
+		*p = nil
+		for _, part := range strings.Split(s, ",") {
+			if part = strings.TrimSpace(part); part != "" {
+				*p = append(*p, part)
+			}
+		}
+	default:
+		return fmt.Errorf("unsupported config type %s", f.Type())
+	}
+	return nil
+}
+
+// configReference is the key list --help prints.
+func configReference() string {
+	var b strings.Builder
+	c := defaultConfig()
+	walkConfig(reflect.ValueOf(&c).Elem(), "", func(key string, f reflect.Value, sf reflect.StructField) {
+		def := fmt.Sprint(f.Interface())
+		if d, ok := f.Interface().(Duration); ok {
+			def = time.Duration(d).String()
+		}
+		if def == "" || def == "[]" {
+			def = "-"
+		}
+		fmt.Fprintf(&b, "  %-22s %-30s default %s\n      %s\n", key, envName(key), def, sf.Tag.Get("doc"))
+	})
+	return b.String()
+}

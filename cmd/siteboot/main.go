@@ -1,0 +1,57 @@
+// Command siteboot is the siteboot appliance and its CLI: `siteboot serve`
+// runs the appliance; every other command talks to a running appliance over
+// its admin API.
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+)
+
+// version is set at build time (make build); "dev" otherwise.
+var version = "dev"
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := newRootCmd(os.Stdout, os.Stderr, os.LookupEnv).ExecuteContext(ctx)
+	stop()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "siteboot: "+errorLine(err))
+		os.Exit(1)
+	}
+}
+
+// env reads the process environment; tests pass their own.
+type env func(string) (string, bool)
+
+func newRootCmd(stdout, stderr io.Writer, getenv env) *cobra.Command {
+	cl := &clientOptions{getenv: getenv}
+	root := &cobra.Command{
+		Use:   "siteboot",
+		Short: "siteboot: a site-local boot appliance (proxyDHCP, TFTP, iPXE, image cache)",
+		Long: `siteboot answers PXE and HTTP boot requests only for machines it holds a
+live boot entry for, serves their iPXE scripts, and manages those entries
+through an admin API on a Unix socket.
+
+Run the appliance with 'siteboot serve'; every other command talks to a
+running appliance (--socket, or SITEBOOT_SOCKET).`,
+		SilenceErrors: true,
+		SilenceUsage:  true,
+	}
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	cl.addFlags(root)
+	root.AddCommand(
+		newServeCmd(getenv),
+		newEntryCmd(cl),
+		newStatusCmd(cl),
+		newVersionCmd(cl),
+	)
+	return root
+}

@@ -1,0 +1,226 @@
+package lease
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/raft"
+	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+	statev1 "github.com/siteboot/siteboot/gen/siteboot/state/v1"
+	"go.etcd.io/bbolt"
+	"google.golang.org/protobuf/proto"
+)
+
+// Config configures a Node.
+type Config struct {
+	// Dir holds raft.db (log and stable store) and snapshots/. It is created
+	// with mode 0700 when missing.
+	Dir string
+	// ID is the raft server id: the appliance's node id.
+	ID string
+	// Bind is the raft TCP address ("10.0.0.2:7390"). Empty selects an
+	// in-memory transport: nothing listens, and only a single voter can run.
+	Bind string
+	// TTL is the lease ttl published in BootLeaseState.ttl_ms (10 s if zero).
+	TTL time.Duration
+	// StateMachine receives the site commands of the log.
+	StateMachine StateMachine
+	// Logger receives raft's and the lease's log lines.
+	Logger *slog.Logger
+	// HeartbeatTimeout and ElectionTimeout tune raft; zero picks values
+	// suited to the cluster size (fast for a single voter).
+	HeartbeatTimeout time.Duration
+	ElectionTimeout  time.Duration
+	// SnapshotThreshold is the number of log entries between snapshots (8192
+	// if zero).
+	SnapshotThreshold uint64
+}
+
+// Node is a raft member carrying the site state and the boot lease.
+type Node struct {
+	cfg   Config
+	log   *slog.Logger
+	raft  *raft.Raft
+	fsm   *fsm
+	store *raftboltdb.BoltStore
+	trans raft.Transport
+
+	mu      sync.Mutex
+	epoch   uint64 // the epoch this node took; 0 while it holds none
+	readyCh chan struct{}
+	ready   bool
+}
+
+const applyTimeout = 10 * time.Second
+
+// Open opens (or creates) the raft state in cfg.Dir and starts raft. A data
+// dir without raft state is bootstrapped as a single-voter cluster.
+func Open(cfg Config) (*Node, error) {
+	if cfg.ID == "" || cfg.StateMachine == nil || cfg.Logger == nil {
+		return nil, errors.New("lease: Config needs ID, StateMachine and Logger")
+	}
+	if cfg.TTL == 0 {
+		cfg.TTL = 10 * time.Second
+	}
+	if err := os.MkdirAll(filepath.Join(cfg.Dir, "snapshots"), 0o700); err != nil {
+		return nil, fmt.Errorf("lease: %w", err)
+	}
+	store, err := raftboltdb.New(raftboltdb.Options{
+		Path:        filepath.Join(cfg.Dir, "raft.db"),
+		BoltOptions: &bbolt.Options{Timeout: 2 * time.Second},
+	})
+	if err != nil {
+		if errors.Is(err, bbolt.ErrTimeout) {
+			return nil, fmt.Errorf("lease: %s is locked: another siteboot uses this data dir", filepath.Join(cfg.Dir, "raft.db"))
+		}
+		return nil, fmt.Errorf("lease: open raft.db: %w", err)
+	}
+	n := &Node{cfg: cfg, log: cfg.Logger, store: store, fsm: &fsm{app: cfg.StateMachine}, readyCh: make(chan struct{})}
+	if err := n.start(); err != nil {
+		_ = store.Close()
+		if n.trans != nil {
+			closeTransport(n.trans)
+		}
+		return nil, err
+	}
+	return n, nil
+}
+
+func (n *Node) start() error {
+	hl := newHclog(n.log)
+	snaps, err := raft.NewFileSnapshotStoreWithLogger(n.cfg.Dir, 2, hl)
+	if err != nil {
+		return fmt.Errorf("lease: snapshot store: %w", err)
+	}
+	if n.trans, err = n.transport(); err != nil {
+		return err
+	}
+	conf := n.raftConfig()
+	logs, err := raft.NewLogCache(512, n.store)
+	if err != nil {
+		return fmt.Errorf("lease: %w", err)
+	}
+	has, err := raft.HasExistingState(logs, n.store, snaps)
+	if err != nil {
+		return fmt.Errorf("lease: read raft state: %w", err)
+	}
+	if !has {
+		boot := raft.Configuration{Servers: []raft.Server{{Suffrage: raft.Voter, ID: conf.LocalID, Address: n.trans.LocalAddr()}}}
+		if err := raft.BootstrapCluster(conf, logs, n.store, snaps, n.trans, boot); err != nil {
+			return fmt.Errorf("lease: bootstrap: %w", err)
+		}
+		n.log.Info("raft bootstrapped as a single voter", "id", n.cfg.ID, "dir", n.cfg.Dir)
+	}
+	if n.raft, err = raft.NewRaft(conf, n.fsm, logs, n.store, snaps, n.trans); err != nil {
+		return fmt.Errorf("lease: start raft: %w", err)
+	}
+	return nil
+}
+
+func (n *Node) transport() (raft.Transport, error) {
+	if n.cfg.Bind == "" {
+		_, t := raft.NewInmemTransport(raft.ServerAddress("inmem:" + n.cfg.ID))
+		return t, nil
+	}
+	t, err := raft.NewTCPTransportWithLogger(n.cfg.Bind, nil, 3, applyTimeout, newHclog(n.log))
+	if err != nil {
+		return nil, fmt.Errorf("lease: raft listen %s: %w", n.cfg.Bind, err)
+	}
+	return t, nil
+}
+
+func (n *Node) raftConfig() *raft.Config {
+	conf := raft.DefaultConfig()
+	conf.LocalID = raft.ServerID(n.cfg.ID)
+	conf.Logger = newHclog(n.log)
+	if n.cfg.Bind == "" {
+		// A single voter has nobody to wait for: elect within a fraction of a
+		// second instead of raft's 1 s network defaults.
+		conf.HeartbeatTimeout = 150 * time.Millisecond
+		conf.ElectionTimeout = 150 * time.Millisecond
+		conf.LeaderLeaseTimeout = 100 * time.Millisecond
+	}
+	if n.cfg.HeartbeatTimeout > 0 {
+		conf.HeartbeatTimeout = n.cfg.HeartbeatTimeout
+		conf.LeaderLeaseTimeout = n.cfg.HeartbeatTimeout / 2
+	}
+	if n.cfg.ElectionTimeout > 0 {
+		conf.ElectionTimeout = n.cfg.ElectionTimeout
+	}
+	if n.cfg.SnapshotThreshold > 0 {
+		conf.SnapshotThreshold = n.cfg.SnapshotThreshold
+	}
+	return conf
+}
+
+func closeTransport(t raft.Transport) {
+	if c, ok := t.(raft.WithClose); ok {
+		_ = c.Close()
+	}
+}
+
+// Close stops raft and releases the data dir.
+func (n *Node) Close() error {
+	n.setEpoch(0)
+	err := n.raft.Shutdown().Error()
+	closeTransport(n.trans)
+	if cerr := n.store.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// ApplySite commits a serialized site command and returns the state
+// machine's result for it. It fails with a *NotLeaderError on a follower.
+func (n *Node) ApplySite(ctx context.Context, cmd []byte) (any, error) {
+	data, err := proto.Marshal(&statev1.LogEntry{Kind: &statev1.LogEntry_SiteCommand{SiteCommand: cmd}})
+	if err != nil {
+		return nil, fmt.Errorf("lease: encode: %w", err)
+	}
+	return n.apply(ctx, data)
+}
+
+func (n *Node) apply(ctx context.Context, data []byte) (any, error) {
+	timeout := applyTimeout
+	if dl, ok := ctx.Deadline(); ok {
+		timeout = time.Until(dl)
+	}
+	f := n.raft.Apply(data, timeout)
+	if err := f.Error(); err != nil {
+		return nil, n.applyError(err)
+	}
+	return f.Response(), nil
+}
+
+func (n *Node) applyError(err error) error {
+	switch {
+	case errors.Is(err, raft.ErrNotLeader), errors.Is(err, raft.ErrLeadershipLost):
+		_, id := n.raft.LeaderWithID()
+		return &NotLeaderError{Leader: string(id)}
+	case errors.Is(err, raft.ErrRaftShutdown):
+		return ErrShutdown
+	case errors.Is(err, raft.ErrEnqueueTimeout):
+		return fmt.Errorf("lease: %w", ErrBusy)
+	}
+	return fmt.Errorf("lease: apply: %w", err)
+}
+
+// Snapshot writes a raft snapshot now and truncates the log behind it.
+func (n *Node) Snapshot() error {
+	if err := n.raft.Snapshot().Error(); err != nil {
+		return fmt.Errorf("lease: snapshot: %w", err)
+	}
+	return nil
+}
+
+// AppliedIndex is the last log index applied to the local state.
+func (n *Node) AppliedIndex() uint64 { return n.fsm.applied.Load() }
+
+// RaftState is this node's raft role ("Leader", "Follower", …).
+func (n *Node) RaftState() string { return n.raft.State().String() }

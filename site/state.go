@@ -1,0 +1,236 @@
+package site
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	sitev1 "github.com/siteboot/siteboot/gen/bettercompute/site/v1"
+	statev1 "github.com/siteboot/siteboot/gen/siteboot/state/v1"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
+)
+
+// MaxEntries bounds the number of entries the state holds, so a runaway
+// client cannot grow the raft log and snapshots without limit.
+const MaxEntries = 100_000
+
+// State is the site state machine: the entries keyed by MAC, with an index
+// by node. It is safe for concurrent use; Apply is called by one goroutine
+// (raft's FSM loop), reads by many. Stored messages are never mutated after
+// they are stored, so readers may hold on to them.
+type State struct {
+	mu     sync.RWMutex
+	byMAC  map[string]*statev1.StoredEntry
+	byNode map[string]map[string]struct{}
+}
+
+// NewState returns an empty state.
+func NewState() *State {
+	return &State{
+		byMAC:  make(map[string]*statev1.StoredEntry),
+		byNode: make(map[string]map[string]struct{}),
+	}
+}
+
+// PutResult is what a PutEntries command stored.
+type PutResult struct {
+	Stored []*statev1.StoredEntry
+}
+
+// CleanUpResult is what a clean-up or expiry command removed.
+type CleanUpResult struct {
+	RemovedMACs []string
+}
+
+// ApplyCommand decodes and applies one serialized SiteCommand. It returns a
+// *PutResult, a *CleanUpResult or an error; on error nothing changed.
+func (s *State) ApplyCommand(data []byte) any {
+	cmd := &statev1.SiteCommand{}
+	if err := proto.Unmarshal(data, cmd); err != nil {
+		return fmt.Errorf("%w: %v", ErrUnknownCommand, err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch op := cmd.GetOp().(type) {
+	case *statev1.SiteCommand_PutEntries:
+		return s.put(op.PutEntries, cmd.GetAt())
+	case *statev1.SiteCommand_CleanUp:
+		return s.cleanUp(op.CleanUp)
+	case *statev1.SiteCommand_ExpireEntries:
+		return s.expire(op.ExpireEntries.GetBefore().AsTime())
+	default:
+		return ErrUnknownCommand
+	}
+}
+
+func (s *State) put(p *statev1.PutEntries, at *timestamppb.Timestamp) any {
+	added := 0
+	for i, e := range p.GetEntries() {
+		old, ok := s.byMAC[e.GetMac()]
+		if ok && old.GetNodeId() != p.GetNodeId() {
+			return &ConflictError{Field: fmt.Sprintf("entries[%d].mac", i), MAC: e.GetMac(), Owner: old.GetNodeId()}
+		}
+		if !ok {
+			added++
+		}
+	}
+	if len(s.byMAC)+added > MaxEntries {
+		return &LimitError{Reason: fmt.Sprintf("the site holds %d entries; %d more would pass the limit of %d", len(s.byMAC), added, MaxEntries)}
+	}
+	res := &PutResult{}
+	for _, e := range p.GetEntries() {
+		se := &statev1.StoredEntry{NodeId: p.GetNodeId(), Entry: e, CreatedAt: at}
+		s.byMAC[e.GetMac()] = se
+		macs := s.byNode[p.GetNodeId()]
+		if macs == nil {
+			macs = make(map[string]struct{})
+			s.byNode[p.GetNodeId()] = macs
+		}
+		macs[e.GetMac()] = struct{}{}
+		res.Stored = append(res.Stored, se)
+	}
+	return res
+}
+
+func (s *State) cleanUp(req *sitev1.BootCleanUpRequest) any {
+	var victims []string
+	for mac := range s.byNode[req.GetNodeId()] {
+		if len(req.GetMacs()) > 0 && !slices.Contains(req.GetMacs(), mac) {
+			continue
+		}
+		if w := req.GetWorkflowId(); w != "" && s.byMAC[mac].GetEntry().GetWorkflowId() != w {
+			continue
+		}
+		victims = append(victims, mac)
+	}
+	return s.remove(victims)
+}
+
+func (s *State) expire(before time.Time) any {
+	var victims []string
+	for mac, se := range s.byMAC {
+		if !se.GetEntry().GetNotAfter().AsTime().After(before) {
+			victims = append(victims, mac)
+		}
+	}
+	return s.remove(victims)
+}
+
+func (s *State) remove(macs []string) *CleanUpResult {
+	slices.Sort(macs)
+	for _, mac := range macs {
+		node := s.byMAC[mac].GetNodeId()
+		delete(s.byMAC, mac)
+		delete(s.byNode[node], mac)
+		if len(s.byNode[node]) == 0 {
+			delete(s.byNode, node)
+		}
+	}
+	return &CleanUpResult{RemovedMACs: macs}
+}
+
+// Lookup returns the live entry for a normalised MAC: one whose not_after
+// lies after now. An expired entry is never returned, even before the
+// janitor purges it.
+func (s *State) Lookup(mac string, now time.Time) (*statev1.StoredEntry, bool) {
+	s.mu.RLock()
+	se, ok := s.byMAC[mac]
+	s.mu.RUnlock()
+	if !ok || !se.GetEntry().GetNotAfter().AsTime().After(now) {
+		return nil, false
+	}
+	return se, true
+}
+
+// List returns the stored entries, live or not, of one node (or of every
+// node when nodeID is empty), ordered by node id then MAC.
+func (s *State) List(nodeID string) []*statev1.StoredEntry {
+	s.mu.RLock()
+	out := make([]*statev1.StoredEntry, 0, len(s.byMAC))
+	for _, se := range s.byMAC {
+		if nodeID == "" || se.GetNodeId() == nodeID {
+			out = append(out, se)
+		}
+	}
+	s.mu.RUnlock()
+	slices.SortFunc(out, func(a, b *statev1.StoredEntry) int {
+		if a.GetNodeId() != b.GetNodeId() {
+			return strings.Compare(a.GetNodeId(), b.GetNodeId())
+		}
+		return strings.Compare(a.GetEntry().GetMac(), b.GetEntry().GetMac())
+	})
+	return out
+}
+
+// Counts reports the number of stored entries, how many are live at now,
+// and how many nodes hold at least one.
+func (s *State) Counts(now time.Time) (entries, live, nodes int) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	for _, se := range s.byMAC {
+		if se.GetEntry().GetNotAfter().AsTime().After(now) {
+			live++
+		}
+	}
+	return len(s.byMAC), live, len(s.byNode)
+}
+
+// HasExpired reports whether any stored entry is past not_after at now.
+func (s *State) HasExpired(now time.Time) bool {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	for _, se := range s.byMAC {
+		if !se.GetEntry().GetNotAfter().AsTime().After(now) {
+			return true
+		}
+	}
+	return false
+}
+
+// MarshalState serializes the whole state (a SiteState, entries ordered by
+// MAC) for a raft snapshot.
+func (s *State) MarshalState() ([]byte, error) {
+	s.mu.RLock()
+	st := &statev1.SiteState{Entries: make([]*statev1.StoredEntry, 0, len(s.byMAC))}
+	for _, se := range s.byMAC {
+		st.Entries = append(st.Entries, se)
+	}
+	s.mu.RUnlock()
+	slices.SortFunc(st.Entries, func(a, b *statev1.StoredEntry) int {
+		return strings.Compare(a.GetEntry().GetMac(), b.GetEntry().GetMac())
+	})
+	return proto.MarshalOptions{Deterministic: true}.Marshal(st)
+}
+
+// RestoreState replaces the whole state with a serialized SiteState.
+func (s *State) RestoreState(data []byte) error {
+	st := &statev1.SiteState{}
+	if err := proto.Unmarshal(data, st); err != nil {
+		return fmt.Errorf("site: restore: %w", err)
+	}
+	byMAC := make(map[string]*statev1.StoredEntry, len(st.GetEntries()))
+	byNode := make(map[string]map[string]struct{})
+	for _, se := range st.GetEntries() {
+		mac := se.GetEntry().GetMac()
+		byMAC[mac] = se
+		if byNode[se.GetNodeId()] == nil {
+			byNode[se.GetNodeId()] = make(map[string]struct{})
+		}
+		byNode[se.GetNodeId()][mac] = struct{}{}
+	}
+	s.mu.Lock()
+	s.byMAC, s.byNode = byMAC, byNode
+	s.mu.Unlock()
+	return nil
+}
+
+// byMACOwner returns the node that holds mac, live or not.
+func (s *State) byMACOwner(mac string) (string, bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	se, ok := s.byMAC[mac]
+	return se.GetNodeId(), ok
+}
