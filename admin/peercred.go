@@ -63,7 +63,7 @@ func (peerCredentials) Info() credentials.ProtocolInfo {
 	return credentials.ProtocolInfo{SecurityProtocol: "peercred"}
 }
 func (p peerCredentials) Clone() credentials.TransportCredentials { return p }
-func (peerCredentials) OverrideServerName(string) error            { return nil }
+func (peerCredentials) OverrideServerName(string) error           { return nil }
 
 func readPeerCred(uc *net.UnixConn) (PeerCred, error) {
 	raw, err := uc.SyscallConn()

@@ -4,8 +4,8 @@ import (
 	"context"
 
 	sitev1 "github.com/siteboot/siteboot/gen/bettercompute/site/v1"
-	sitebootv1 "github.com/siteboot/siteboot/gen/siteboot/v1"
 	statev1 "github.com/siteboot/siteboot/gen/siteboot/state/v1"
+	sitebootv1 "github.com/siteboot/siteboot/gen/siteboot/v1"
 	"google.golang.org/protobuf/types/known/timestamppb"
 )
 

@@ -6,8 +6,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/siteboot/siteboot/secretref"
 	sitev1 "github.com/siteboot/siteboot/gen/bettercompute/site/v1"
+	"github.com/siteboot/siteboot/secretref"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 )
