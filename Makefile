@@ -50,8 +50,9 @@ test: ## run every test with the race detector
 test-short: ## unit tests only (no QEMU, no namespaces)
 	$(GO) test -race -short -count=1 ./...
 
-fuzz: ## a short run of every fuzz target
-	./.ci/fuzz 20s
+FUZZTIME ?= 20s
+fuzz: ## a short run of every fuzz target (FUZZTIME each)
+	./.ci/fuzz $(FUZZTIME)
 
 clean:
 	rm -rf siteboot $(BIN)

@@ -1,0 +1,125 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/spf13/cobra"
+)
+
+func envOf(m map[string]string) env {
+	return func(k string) (string, bool) { v, ok := m[k]; return v, ok }
+}
+
+func TestConfigPrecedence(t *testing.T) {
+	dir := t.TempDir()
+	file := writeFile(t, dir, "c.yaml", `
+site_id: from-file
+node_id: node-file
+data_dir: /from/file
+http:
+  listen: ":9000"
+admin:
+  socket: /file.sock
+entries:
+  default_ttl: 6h
+`)
+	cfg, err := loadConfig(file, envOf(map[string]string{
+		"SITEBOOT_NODE_ID":             "node-env",
+		"SITEBOOT_HTTP_LISTEN":         ":9100",
+		"SITEBOOT_ENTRIES_DEFAULT_TTL": "3h",
+		"SITEBOOT_UNRELATED":           "x",
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Flags win over both.
+	var f serveFlags
+	cmd := &cobra.Command{}
+	cmd.Flags().StringVar(&f.httpListen, "http-listen", "", "")
+	cmd.Flags().StringVar(&f.dataDir, "data-dir", "", "")
+	cmd.Flags().StringVar(&f.socket, "admin-socket", "", "")
+	cmd.Flags().StringVar(&f.siteID, "site-id", "", "")
+	cmd.Flags().StringVar(&f.nodeID, "node-id", "", "")
+	cmd.Flags().StringVar(&f.logLevel, "log-level", "", "")
+	if err := cmd.Flags().Parse([]string{"--http-listen", "127.0.0.1:9200"}); err != nil {
+		t.Fatal(err)
+	}
+	f.apply(cmd, &cfg)
+	if err := cfg.finish(); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{
+		"site_id": cfg.SiteID, "node_id": cfg.NodeID, "data_dir": cfg.DataDir, "http.listen": cfg.HTTP.Listen,
+		"admin.socket": cfg.Admin.Socket, "entries.default_ttl": time.Duration(cfg.Entries.DefaultTTL).String(),
+		"lease.ttl": time.Duration(cfg.Lease.TTL).String(), "admin.group": cfg.Admin.Group,
+	}
+	want := map[string]string{
+		"site_id": "from-file", "node_id": "node-env", "data_dir": "/from/file", "http.listen": "127.0.0.1:9200",
+		"admin.socket": "/file.sock", "entries.default_ttl": "3h0m0s", "lease.ttl": "10s", "admin.group": "siteboot",
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Fatalf("effective config (-want +got):\n%s", diff)
+	}
+}
+
+func TestConfigDefaults(t *testing.T) {
+	cfg, err := loadConfig("", envOf(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cfg.finish(); err != nil {
+		t.Fatal(err)
+	}
+	host, _ := os.Hostname()
+	wantDir, _ := filepath.Abs(defaultDataDir())
+	if cfg.DataDir != wantDir || cfg.Admin.Socket != filepath.Join(wantDir, "siteboot.sock") ||
+		cfg.HTTP.Listen != ":8080" || cfg.NodeID != host || cfg.SiteID != "default" {
+		t.Fatalf("defaults: %+v", cfg)
+	}
+	if os.Geteuid() == 0 && cfg.DataDir != "/var/lib/siteboot" {
+		t.Fatalf("root data dir = %s", cfg.DataDir)
+	}
+}
+
+func TestConfigErrorsNameTheKey(t *testing.T) {
+	dir := t.TempDir()
+	tests := []struct {
+		name, yaml string
+		env        map[string]string
+		want       string
+	}{
+		{"unknown key", "http:\n  listn: ':1'\n", nil, "field listn not found"},
+		{"bad duration in file", "lease:\n  ttl: soon\n", nil, `"soon" is not a duration`},
+		{"bad duration in env", "", map[string]string{"SITEBOOT_LEASE_TTL": "x"}, "SITEBOOT_LEASE_TTL"},
+		{"bad log level", "log:\n  level: loud\n", nil, "log.level"},
+		{"max below default", "entries:\n  max_ttl: 1h\n", nil, "entries.max_ttl"},
+		{"empty site", "site_id: ''\n", nil, "site_id: is required"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			file := writeFile(t, dir, "c.yaml", tt.yaml)
+			cfg, err := loadConfig(file, envOf(tt.env))
+			if err == nil {
+				cfg.DataDir = dir
+				err = cfg.finish()
+			}
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("error = %v; want containing %q", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestServeHelpTeachesEveryKey(t *testing.T) {
+	help := configReference()
+	for _, key := range []string{"site_id", "node_id", "data_dir", "admin.socket", "http.listen", "SITEBOOT_ADMIN_SOCKET", "entries.default_ttl"} {
+		if !strings.Contains(help, key) {
+			t.Errorf("serve --help lacks %q", key)
+		}
+	}
+}

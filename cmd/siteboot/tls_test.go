@@ -1,0 +1,114 @@
+package main
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"math/big"
+	"net"
+	"strings"
+	"testing"
+	"time"
+)
+
+type pki struct {
+	caCert *x509.Certificate
+	caKey  *ecdsa.PrivateKey
+	caPEM  string
+}
+
+func newPKI(t *testing.T) *pki {
+	t.Helper()
+	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "test ca"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, _ := x509.ParseCertificate(der)
+	return &pki{caCert: cert, caKey: key, caPEM: string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}))}
+}
+
+// issue returns PEM cert and key for a leaf.
+func (p *pki) issue(t *testing.T, cn string, usage x509.ExtKeyUsage, ips ...net.IP) (string, string) {
+	t.Helper()
+	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: cn},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{usage}, IPAddresses: ips,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, p.caCert, &key.PublicKey, p.caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kd, _ := x509.MarshalPKCS8PrivateKey(key)
+	return string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})),
+		string(pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: kd}))
+}
+
+func TestAdminOverMutualTLS(t *testing.T) {
+	p := newPKI(t)
+	dir := t.TempDir()
+	srvCert, srvKey := p.issue(t, "siteboot", x509.ExtKeyUsageServerAuth, net.IPv4(127, 0, 0, 1))
+	cliCert, cliKey := p.issue(t, "operator", x509.ExtKeyUsageClientAuth)
+	ca := writeFile(t, dir, "ca.pem", p.caPEM)
+
+	cfg := testConfig(t)
+	cfg.Admin.TCPListen = freePort(t)
+	cfg.Admin.TLS.Cert = writeFile(t, dir, "srv.pem", srvCert)
+	cfg.Admin.TLS.Key = writeFile(t, dir, "srv.key", srvKey)
+	cfg.Admin.TLS.ClientCA = ca
+	startAppliance(t, cfg)
+
+	out := mustCLI(t, "/nonexistent.sock", "--server", cfg.Admin.TCPListen, "--tls-ca", ca,
+		"--tls-cert", writeFile(t, dir, "cli.pem", cliCert), "--tls-key", writeFile(t, dir, "cli.key", cliKey), "status")
+	if !strings.Contains(out, "active=true") {
+		t.Fatalf("status over mTLS: %q", out)
+	}
+
+	// Without a client certificate the handshake is refused.
+	conn, err := tls.Dial("tcp", cfg.Admin.TCPListen, &tls.Config{RootCAs: poolOf(p.caCert), NextProtos: []string{"h2"}})
+	if err == nil {
+		// TLS 1.3 reports the missing certificate on the first read.
+		_ = conn.SetDeadline(time.Now().Add(5 * time.Second))
+		_, err = conn.Read(make([]byte, 1))
+		conn.Close()
+	}
+	if err == nil || !strings.Contains(err.Error(), "certificate required") {
+		t.Fatalf("client without certificate: %v; want certificate required", err)
+	}
+
+	// A certificate from another CA is refused too.
+	other := newPKI(t)
+	oc, ok := other.issue(t, "intruder", x509.ExtKeyUsageClientAuth)
+	_, _, err = cli(t, "/nonexistent.sock", "--server", cfg.Admin.TCPListen, "--tls-ca", ca, "--timeout", "3s",
+		"--tls-cert", writeFile(t, dir, "o.pem", oc), "--tls-key", writeFile(t, dir, "o.key", ok), "status")
+	if err == nil {
+		t.Fatal("client with a foreign certificate got an answer")
+	}
+}
+
+func poolOf(c *x509.Certificate) *x509.CertPool {
+	p := x509.NewCertPool()
+	p.AddCert(c)
+	return p
+}
+
+func TestConfigRefusesPlainTCP(t *testing.T) {
+	cfg := defaultConfig()
+	cfg.DataDir = t.TempDir()
+	cfg.Admin.TCPListen = "127.0.0.1:9999"
+	err := cfg.finish()
+	if err == nil || !strings.Contains(err.Error(), "admin.tcp_listen: needs admin.tls.cert") {
+		t.Fatalf("finish() = %v; want admin.tcp_listen refused without TLS", err)
+	}
+}
