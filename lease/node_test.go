@@ -54,7 +54,7 @@ func start(t *testing.T, dir string) *harness {
 		h.close()
 		t.Fatal("node never took the lease")
 	}
-	h.store = site.NewStore(st, n, time.Now, site.Limits{DefaultTTL: time.Hour}, quietLog())
+	h.store = site.NewStore(site.StoreConfig{State: st, Applier: n, Now: time.Now, Limits: site.Limits{DefaultTTL: time.Hour}, Logger: quietLog()})
 	return h
 }
 

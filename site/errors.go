@@ -41,3 +41,14 @@ func (e *LimitError) Error() string { return e.Reason }
 // ErrUnknownCommand is returned by the state machine for a command it cannot
 // decode or does not know; the state is left unchanged.
 var ErrUnknownCommand = errors.New("site: unknown command")
+
+// NotReadyError is an entry that would sanboot an image the cache does not
+// hold verified. Such an entry is never stored: it could never be answered.
+type NotReadyError struct {
+	Field  string
+	Digest string
+}
+
+func (e *NotReadyError) Error() string {
+	return fmt.Sprintf("%s: image %s is not READY in this appliance's cache (add it with 'siteboot image add' or the site spec, and wait for the pull)", e.Field, e.Digest)
+}

@@ -25,13 +25,31 @@ type State struct {
 	mu     sync.RWMutex
 	byMAC  map[string]*statev1.StoredEntry
 	byNode map[string]map[string]struct{}
+	spec   *sitev1.SiteSpec
+	images map[string]*statev1.ImageWant // by string(digest)
+
+	changed chan struct{}
 }
 
 // NewState returns an empty state.
 func NewState() *State {
 	return &State{
-		byMAC:  make(map[string]*statev1.StoredEntry),
-		byNode: make(map[string]map[string]struct{}),
+		byMAC:   make(map[string]*statev1.StoredEntry),
+		byNode:  make(map[string]map[string]struct{}),
+		images:  make(map[string]*statev1.ImageWant),
+		changed: make(chan struct{}, 1),
+	}
+}
+
+// Changed receives a value after the state changed (coalesced: one value
+// may stand for several changes). Reactors such as the image cache re-read
+// what they need when it fires.
+func (s *State) Changed() <-chan struct{} { return s.changed }
+
+func (s *State) signal() {
+	select {
+	case s.changed <- struct{}{}:
+	default:
 	}
 }
 
@@ -53,7 +71,15 @@ func (s *State) ApplyCommand(data []byte) any {
 		return fmt.Errorf("%w: %v", ErrUnknownCommand, err)
 	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	res := s.apply(cmd)
+	s.mu.Unlock()
+	if _, failed := res.(error); !failed {
+		s.signal()
+	}
+	return res
+}
+
+func (s *State) apply(cmd *statev1.SiteCommand) any {
 	switch op := cmd.GetOp().(type) {
 	case *statev1.SiteCommand_PutEntries:
 		return s.put(op.PutEntries, cmd.GetAt())
@@ -61,6 +87,12 @@ func (s *State) ApplyCommand(data []byte) any {
 		return s.cleanUp(op.CleanUp)
 	case *statev1.SiteCommand_ExpireEntries:
 		return s.expire(op.ExpireEntries.GetBefore().AsTime())
+	case *statev1.SiteCommand_ApplySiteSpec:
+		return s.applySpec(op.ApplySiteSpec.GetSpec())
+	case *statev1.SiteCommand_AddImage:
+		return s.addImage(op.AddImage.GetWant())
+	case *statev1.SiteCommand_RemoveImage:
+		return s.removeImage(op.RemoveImage.GetSha256())
 	default:
 		return ErrUnknownCommand
 	}
@@ -194,7 +226,7 @@ func (s *State) HasExpired(now time.Time) bool {
 // MAC) for a raft snapshot.
 func (s *State) MarshalState() ([]byte, error) {
 	s.mu.RLock()
-	st := &statev1.SiteState{Entries: make([]*statev1.StoredEntry, 0, len(s.byMAC))}
+	st := &statev1.SiteState{Entries: make([]*statev1.StoredEntry, 0, len(s.byMAC)), Spec: s.spec, Images: s.imageList()}
 	for _, se := range s.byMAC {
 		st.Entries = append(st.Entries, se)
 	}
@@ -221,9 +253,14 @@ func (s *State) RestoreState(data []byte) error {
 		}
 		byNode[se.GetNodeId()][mac] = struct{}{}
 	}
+	images := make(map[string]*statev1.ImageWant, len(st.GetImages()))
+	for _, w := range st.GetImages() {
+		images[string(w.GetImage().GetSha256())] = w
+	}
 	s.mu.Lock()
-	s.byMAC, s.byNode = byMAC, byNode
+	s.byMAC, s.byNode, s.spec, s.images = byMAC, byNode, st.GetSpec(), images
 	s.mu.Unlock()
+	s.signal()
 	return nil
 }
 

@@ -23,6 +23,11 @@ func (d directApplier) ApplySite(_ context.Context, cmd []byte) (any, error) {
 	return d.s.ApplyCommand(cmd), nil
 }
 
+// readyImages holds every digest whose first byte is not 0xee.
+type readyImages struct{}
+
+func (readyImages) Ready(d [32]byte) bool { return d[0] != 0xee }
+
 type fakeClock struct{ t time.Time }
 
 func (c *fakeClock) now() time.Time { return c.t }
@@ -31,7 +36,7 @@ func newTestStore() (*Store, *State, *fakeClock) {
 	st := NewState()
 	clk := &fakeClock{t: testNow}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	return NewStore(st, directApplier{st}, clk.now, testLimits, log), st, clk
+	return NewStore(StoreConfig{State: st, Applier: directApplier{st}, Now: clk.now, Limits: testLimits, Logger: log, Images: readyImages{}}), st, clk
 }
 
 func macsOf(entries []*statev1.StoredEntry) []string {
@@ -212,8 +217,8 @@ func TestMarshalRestoreRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	restored := NewState()
-	mustPrepare(t, NewStore(restored, directApplier{restored}, func() time.Time { return testNow }, testLimits,
-		slog.New(slog.NewTextHandler(io.Discard, nil))), "n9", &sitev1.ProxyDhcpEntry{Mac: "52:54:00:00:00:99"})
+	mustPrepare(t, NewStore(StoreConfig{State: restored, Applier: directApplier{restored}, Now: func() time.Time { return testNow },
+		Limits: testLimits, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}), "n9", &sitev1.ProxyDhcpEntry{Mac: "52:54:00:00:00:99"})
 	if err := restored.RestoreState(data); err != nil {
 		t.Fatal(err)
 	}

@@ -2,6 +2,7 @@ package site
 
 import (
 	"context"
+	"encoding/hex"
 	"fmt"
 	"log/slog"
 	"time"
@@ -18,6 +19,23 @@ type Applier interface {
 	ApplySite(ctx context.Context, cmd []byte) (any, error)
 }
 
+// ImageChecker says whether the image cache holds a digest verified.
+type ImageChecker interface {
+	Ready(digest [32]byte) bool
+}
+
+// StoreConfig configures a Store.
+type StoreConfig struct {
+	State   *State
+	Applier Applier
+	Now     func() time.Time
+	Limits  Limits
+	Logger  *slog.Logger
+	// Images, when set, must hold an entry's sanboot_sha256 verified before
+	// the entry is accepted. Without it every sanboot entry is refused.
+	Images ImageChecker
+}
+
 // Store is the write and read side of the site state used by the admin API.
 type Store struct {
 	state   *State
@@ -25,11 +43,13 @@ type Store struct {
 	now     func() time.Time
 	limits  Limits
 	log     *slog.Logger
+	images  ImageChecker
 }
 
-// NewStore returns a Store that writes through applier and reads state.
-func NewStore(state *State, applier Applier, now func() time.Time, lim Limits, log *slog.Logger) *Store {
-	return &Store{state: state, applier: applier, now: now, limits: lim, log: log}
+// NewStore returns a Store that writes through cfg.Applier and reads
+// cfg.State.
+func NewStore(cfg StoreConfig) *Store {
+	return &Store{state: cfg.State, applier: cfg.Applier, now: cfg.Now, limits: cfg.Limits, log: cfg.Logger, images: cfg.Images}
 }
 
 // State returns the local state the store reads from.
@@ -47,6 +67,9 @@ func (s *Store) PrepareRamdisk(ctx context.Context, nodeID string, entries []*si
 	for i, e := range valid {
 		if old, ok := s.state.byMACOwner(e.GetMac()); ok && old != nodeID {
 			return nil, &ConflictError{Field: fmt.Sprintf("entries[%d].mac", i), MAC: e.GetMac(), Owner: old}
+		}
+		if d := e.GetSanbootSha256(); d != nil && (s.images == nil || !s.images.Ready([32]byte(d))) {
+			return nil, &NotReadyError{Field: fmt.Sprintf("entries[%d].sanboot_sha256", i), Digest: hex.EncodeToString(d)}
 		}
 	}
 	res, err := s.apply(ctx, &statev1.SiteCommand{

@@ -120,8 +120,10 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if err := site.RegisterMetrics(reg, state, time.Now); err != nil {
 		return err
 	}
-	store := site.NewStore(state, node, time.Now,
-		site.Limits{DefaultTTL: time.Duration(cfg.Entries.DefaultTTL), MaxTTL: time.Duration(cfg.Entries.MaxTTL)}, log)
+	store := site.NewStore(site.StoreConfig{
+		State: state, Applier: node, Now: time.Now, Logger: log,
+		Limits: site.Limits{DefaultTTL: time.Duration(cfg.Entries.DefaultTTL), MaxTTL: time.Duration(cfg.Entries.MaxTTL)},
+	})
 	api, err := admin.New(admin.Config{
 		Store: store, Lease: node, SiteID: cfg.SiteID, NodeID: cfg.NodeID, Version: version,
 		StartedAt: time.Now(), Now: time.Now, Logger: log, Metrics: reg,

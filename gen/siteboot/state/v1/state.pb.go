@@ -181,6 +181,9 @@ type SiteCommand struct {
 	//	*SiteCommand_PutEntries
 	//	*SiteCommand_CleanUp
 	//	*SiteCommand_ExpireEntries
+	//	*SiteCommand_ApplySiteSpec
+	//	*SiteCommand_AddImage
+	//	*SiteCommand_RemoveImage
 	Op            isSiteCommand_Op `protobuf_oneof:"op"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -257,6 +260,33 @@ func (x *SiteCommand) GetExpireEntries() *ExpireEntries {
 	return nil
 }
 
+func (x *SiteCommand) GetApplySiteSpec() *ApplySiteSpec {
+	if x != nil {
+		if x, ok := x.Op.(*SiteCommand_ApplySiteSpec); ok {
+			return x.ApplySiteSpec
+		}
+	}
+	return nil
+}
+
+func (x *SiteCommand) GetAddImage() *AddImage {
+	if x != nil {
+		if x, ok := x.Op.(*SiteCommand_AddImage); ok {
+			return x.AddImage
+		}
+	}
+	return nil
+}
+
+func (x *SiteCommand) GetRemoveImage() *RemoveImage {
+	if x != nil {
+		if x, ok := x.Op.(*SiteCommand_RemoveImage); ok {
+			return x.RemoveImage
+		}
+	}
+	return nil
+}
+
 type isSiteCommand_Op interface {
 	isSiteCommand_Op()
 }
@@ -273,11 +303,238 @@ type SiteCommand_ExpireEntries struct {
 	ExpireEntries *ExpireEntries `protobuf:"bytes,4,opt,name=expire_entries,json=expireEntries,proto3,oneof"`
 }
 
+type SiteCommand_ApplySiteSpec struct {
+	ApplySiteSpec *ApplySiteSpec `protobuf:"bytes,5,opt,name=apply_site_spec,json=applySiteSpec,proto3,oneof"`
+}
+
+type SiteCommand_AddImage struct {
+	AddImage *AddImage `protobuf:"bytes,6,opt,name=add_image,json=addImage,proto3,oneof"`
+}
+
+type SiteCommand_RemoveImage struct {
+	RemoveImage *RemoveImage `protobuf:"bytes,7,opt,name=remove_image,json=removeImage,proto3,oneof"`
+}
+
 func (*SiteCommand_PutEntries) isSiteCommand_Op() {}
 
 func (*SiteCommand_CleanUp) isSiteCommand_Op() {}
 
 func (*SiteCommand_ExpireEntries) isSiteCommand_Op() {}
+
+func (*SiteCommand_ApplySiteSpec) isSiteCommand_Op() {}
+
+func (*SiteCommand_AddImage) isSiteCommand_Op() {}
+
+func (*SiteCommand_RemoveImage) isSiteCommand_Op() {}
+
+// ApplySiteSpec replaces the site spec as a whole (declarative).
+type ApplySiteSpec struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Spec          *v1.SiteSpec           `protobuf:"bytes,1,opt,name=spec,proto3" json:"spec,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ApplySiteSpec) Reset() {
+	*x = ApplySiteSpec{}
+	mi := &file_siteboot_state_v1_state_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ApplySiteSpec) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ApplySiteSpec) ProtoMessage() {}
+
+func (x *ApplySiteSpec) ProtoReflect() protoreflect.Message {
+	mi := &file_siteboot_state_v1_state_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ApplySiteSpec.ProtoReflect.Descriptor instead.
+func (*ApplySiteSpec) Descriptor() ([]byte, []int) {
+	return file_siteboot_state_v1_state_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *ApplySiteSpec) GetSpec() *v1.SiteSpec {
+	if x != nil {
+		return x.Spec
+	}
+	return nil
+}
+
+// ImageWant is an image the cache should hold beyond the site spec's
+// cache_images: one added by hand (siteboot image add).
+type ImageWant struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Image *v1.CacheImage         `protobuf:"bytes,1,opt,name=image,proto3" json:"image,omitempty"`
+	// source_sha256 is the digest of the bytes as fetched when they are
+	// decompressed on pull; empty otherwise.
+	SourceSha256 []byte `protobuf:"bytes,2,opt,name=source_sha256,json=sourceSha256,proto3" json:"source_sha256,omitempty"`
+	// compression is "", "zstd" or "gzip": how the origin's bytes are
+	// compressed.
+	Compression   string                 `protobuf:"bytes,3,opt,name=compression,proto3" json:"compression,omitempty"`
+	AddedAt       *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=added_at,json=addedAt,proto3" json:"added_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ImageWant) Reset() {
+	*x = ImageWant{}
+	mi := &file_siteboot_state_v1_state_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ImageWant) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ImageWant) ProtoMessage() {}
+
+func (x *ImageWant) ProtoReflect() protoreflect.Message {
+	mi := &file_siteboot_state_v1_state_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ImageWant.ProtoReflect.Descriptor instead.
+func (*ImageWant) Descriptor() ([]byte, []int) {
+	return file_siteboot_state_v1_state_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *ImageWant) GetImage() *v1.CacheImage {
+	if x != nil {
+		return x.Image
+	}
+	return nil
+}
+
+func (x *ImageWant) GetSourceSha256() []byte {
+	if x != nil {
+		return x.SourceSha256
+	}
+	return nil
+}
+
+func (x *ImageWant) GetCompression() string {
+	if x != nil {
+		return x.Compression
+	}
+	return ""
+}
+
+func (x *ImageWant) GetAddedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.AddedAt
+	}
+	return nil
+}
+
+// AddImage adds (or replaces, by digest) an image added by hand.
+type AddImage struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Want          *ImageWant             `protobuf:"bytes,1,opt,name=want,proto3" json:"want,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AddImage) Reset() {
+	*x = AddImage{}
+	mi := &file_siteboot_state_v1_state_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AddImage) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AddImage) ProtoMessage() {}
+
+func (x *AddImage) ProtoReflect() protoreflect.Message {
+	mi := &file_siteboot_state_v1_state_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AddImage.ProtoReflect.Descriptor instead.
+func (*AddImage) Descriptor() ([]byte, []int) {
+	return file_siteboot_state_v1_state_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *AddImage) GetWant() *ImageWant {
+	if x != nil {
+		return x.Want
+	}
+	return nil
+}
+
+// RemoveImage drops an image added by hand, by digest.
+type RemoveImage struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Sha256        []byte                 `protobuf:"bytes,1,opt,name=sha256,proto3" json:"sha256,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RemoveImage) Reset() {
+	*x = RemoveImage{}
+	mi := &file_siteboot_state_v1_state_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RemoveImage) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RemoveImage) ProtoMessage() {}
+
+func (x *RemoveImage) ProtoReflect() protoreflect.Message {
+	mi := &file_siteboot_state_v1_state_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RemoveImage.ProtoReflect.Descriptor instead.
+func (*RemoveImage) Descriptor() ([]byte, []int) {
+	return file_siteboot_state_v1_state_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *RemoveImage) GetSha256() []byte {
+	if x != nil {
+		return x.Sha256
+	}
+	return nil
+}
 
 // PutEntries stores validated entries for one node.
 type PutEntries struct {
@@ -290,7 +547,7 @@ type PutEntries struct {
 
 func (x *PutEntries) Reset() {
 	*x = PutEntries{}
-	mi := &file_siteboot_state_v1_state_proto_msgTypes[3]
+	mi := &file_siteboot_state_v1_state_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -302,7 +559,7 @@ func (x *PutEntries) String() string {
 func (*PutEntries) ProtoMessage() {}
 
 func (x *PutEntries) ProtoReflect() protoreflect.Message {
-	mi := &file_siteboot_state_v1_state_proto_msgTypes[3]
+	mi := &file_siteboot_state_v1_state_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -315,7 +572,7 @@ func (x *PutEntries) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutEntries.ProtoReflect.Descriptor instead.
 func (*PutEntries) Descriptor() ([]byte, []int) {
-	return file_siteboot_state_v1_state_proto_rawDescGZIP(), []int{3}
+	return file_siteboot_state_v1_state_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *PutEntries) GetNodeId() string {
@@ -342,7 +599,7 @@ type ExpireEntries struct {
 
 func (x *ExpireEntries) Reset() {
 	*x = ExpireEntries{}
-	mi := &file_siteboot_state_v1_state_proto_msgTypes[4]
+	mi := &file_siteboot_state_v1_state_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -354,7 +611,7 @@ func (x *ExpireEntries) String() string {
 func (*ExpireEntries) ProtoMessage() {}
 
 func (x *ExpireEntries) ProtoReflect() protoreflect.Message {
-	mi := &file_siteboot_state_v1_state_proto_msgTypes[4]
+	mi := &file_siteboot_state_v1_state_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -367,7 +624,7 @@ func (x *ExpireEntries) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExpireEntries.ProtoReflect.Descriptor instead.
 func (*ExpireEntries) Descriptor() ([]byte, []int) {
-	return file_siteboot_state_v1_state_proto_rawDescGZIP(), []int{4}
+	return file_siteboot_state_v1_state_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ExpireEntries) GetBefore() *timestamppb.Timestamp {
@@ -389,7 +646,7 @@ type StoredEntry struct {
 
 func (x *StoredEntry) Reset() {
 	*x = StoredEntry{}
-	mi := &file_siteboot_state_v1_state_proto_msgTypes[5]
+	mi := &file_siteboot_state_v1_state_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -401,7 +658,7 @@ func (x *StoredEntry) String() string {
 func (*StoredEntry) ProtoMessage() {}
 
 func (x *StoredEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_siteboot_state_v1_state_proto_msgTypes[5]
+	mi := &file_siteboot_state_v1_state_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -414,7 +671,7 @@ func (x *StoredEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StoredEntry.ProtoReflect.Descriptor instead.
 func (*StoredEntry) Descriptor() ([]byte, []int) {
-	return file_siteboot_state_v1_state_proto_rawDescGZIP(), []int{5}
+	return file_siteboot_state_v1_state_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *StoredEntry) GetNodeId() string {
@@ -451,7 +708,7 @@ type Snapshot struct {
 
 func (x *Snapshot) Reset() {
 	*x = Snapshot{}
-	mi := &file_siteboot_state_v1_state_proto_msgTypes[6]
+	mi := &file_siteboot_state_v1_state_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -463,7 +720,7 @@ func (x *Snapshot) String() string {
 func (*Snapshot) ProtoMessage() {}
 
 func (x *Snapshot) ProtoReflect() protoreflect.Message {
-	mi := &file_siteboot_state_v1_state_proto_msgTypes[6]
+	mi := &file_siteboot_state_v1_state_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -476,7 +733,7 @@ func (x *Snapshot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Snapshot.ProtoReflect.Descriptor instead.
 func (*Snapshot) Descriptor() ([]byte, []int) {
-	return file_siteboot_state_v1_state_proto_rawDescGZIP(), []int{6}
+	return file_siteboot_state_v1_state_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Snapshot) GetLeaseEpoch() uint64 {
@@ -504,14 +761,18 @@ func (x *Snapshot) GetSiteState() []byte {
 type SiteState struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// entries are ordered by MAC.
-	Entries       []*StoredEntry `protobuf:"bytes,1,rep,name=entries,proto3" json:"entries,omitempty"`
+	Entries []*StoredEntry `protobuf:"bytes,1,rep,name=entries,proto3" json:"entries,omitempty"`
+	// spec is the site spec last applied; absent before the first.
+	Spec *v1.SiteSpec `protobuf:"bytes,2,opt,name=spec,proto3" json:"spec,omitempty"`
+	// images are the images added by hand, ordered by digest.
+	Images        []*ImageWant `protobuf:"bytes,3,rep,name=images,proto3" json:"images,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *SiteState) Reset() {
 	*x = SiteState{}
-	mi := &file_siteboot_state_v1_state_proto_msgTypes[7]
+	mi := &file_siteboot_state_v1_state_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -523,7 +784,7 @@ func (x *SiteState) String() string {
 func (*SiteState) ProtoMessage() {}
 
 func (x *SiteState) ProtoReflect() protoreflect.Message {
-	mi := &file_siteboot_state_v1_state_proto_msgTypes[7]
+	mi := &file_siteboot_state_v1_state_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -536,12 +797,26 @@ func (x *SiteState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SiteState.ProtoReflect.Descriptor instead.
 func (*SiteState) Descriptor() ([]byte, []int) {
-	return file_siteboot_state_v1_state_proto_rawDescGZIP(), []int{7}
+	return file_siteboot_state_v1_state_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *SiteState) GetEntries() []*StoredEntry {
 	if x != nil {
 		return x.Entries
+	}
+	return nil
+}
+
+func (x *SiteState) GetSpec() *v1.SiteSpec {
+	if x != nil {
+		return x.Spec
+	}
+	return nil
+}
+
+func (x *SiteState) GetImages() []*ImageWant {
+	if x != nil {
+		return x.Images
 	}
 	return nil
 }
@@ -559,14 +834,28 @@ const file_siteboot_state_v1_state_proto_rawDesc = "" +
 	"\n" +
 	"LeaseEpoch\x12\x14\n" +
 	"\x05epoch\x18\x01 \x01(\x04R\x05epoch\x12\x16\n" +
-	"\x06holder\x18\x02 \x01(\tR\x06holder\"\x94\x02\n" +
+	"\x06holder\x18\x02 \x01(\tR\x06holder\"\xe1\x03\n" +
 	"\vSiteCommand\x12*\n" +
 	"\x02at\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\x12@\n" +
 	"\vput_entries\x18\x02 \x01(\v2\x1d.siteboot.state.v1.PutEntriesH\x00R\n" +
 	"putEntries\x12F\n" +
 	"\bclean_up\x18\x03 \x01(\v2).bettercompute.site.v1.BootCleanUpRequestH\x00R\acleanUp\x12I\n" +
-	"\x0eexpire_entries\x18\x04 \x01(\v2 .siteboot.state.v1.ExpireEntriesH\x00R\rexpireEntriesB\x04\n" +
-	"\x02op\"f\n" +
+	"\x0eexpire_entries\x18\x04 \x01(\v2 .siteboot.state.v1.ExpireEntriesH\x00R\rexpireEntries\x12J\n" +
+	"\x0fapply_site_spec\x18\x05 \x01(\v2 .siteboot.state.v1.ApplySiteSpecH\x00R\rapplySiteSpec\x12:\n" +
+	"\tadd_image\x18\x06 \x01(\v2\x1b.siteboot.state.v1.AddImageH\x00R\baddImage\x12C\n" +
+	"\fremove_image\x18\a \x01(\v2\x1e.siteboot.state.v1.RemoveImageH\x00R\vremoveImageB\x04\n" +
+	"\x02op\"D\n" +
+	"\rApplySiteSpec\x123\n" +
+	"\x04spec\x18\x01 \x01(\v2\x1f.bettercompute.site.v1.SiteSpecR\x04spec\"\xc2\x01\n" +
+	"\tImageWant\x127\n" +
+	"\x05image\x18\x01 \x01(\v2!.bettercompute.site.v1.CacheImageR\x05image\x12#\n" +
+	"\rsource_sha256\x18\x02 \x01(\fR\fsourceSha256\x12 \n" +
+	"\vcompression\x18\x03 \x01(\tR\vcompression\x125\n" +
+	"\badded_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\aaddedAt\"<\n" +
+	"\bAddImage\x120\n" +
+	"\x04want\x18\x01 \x01(\v2\x1c.siteboot.state.v1.ImageWantR\x04want\"%\n" +
+	"\vRemoveImage\x12\x16\n" +
+	"\x06sha256\x18\x01 \x01(\fR\x06sha256\"f\n" +
 	"\n" +
 	"PutEntries\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12?\n" +
@@ -583,9 +872,11 @@ const file_siteboot_state_v1_state_proto_rawDesc = "" +
 	"leaseEpoch\x12!\n" +
 	"\flease_holder\x18\x02 \x01(\tR\vleaseHolder\x12\x1d\n" +
 	"\n" +
-	"site_state\x18\x03 \x01(\fR\tsiteState\"E\n" +
+	"site_state\x18\x03 \x01(\fR\tsiteState\"\xb0\x01\n" +
 	"\tSiteState\x128\n" +
-	"\aentries\x18\x01 \x03(\v2\x1e.siteboot.state.v1.StoredEntryR\aentriesB\xc5\x01\n" +
+	"\aentries\x18\x01 \x03(\v2\x1e.siteboot.state.v1.StoredEntryR\aentries\x123\n" +
+	"\x04spec\x18\x02 \x01(\v2\x1f.bettercompute.site.v1.SiteSpecR\x04spec\x124\n" +
+	"\x06images\x18\x03 \x03(\v2\x1c.siteboot.state.v1.ImageWantR\x06imagesB\xc5\x01\n" +
 	"\x15com.siteboot.state.v1B\n" +
 	"StateProtoP\x01Z:github.com/siteboot/siteboot/gen/siteboot/state/v1;statev1\xa2\x02\x03SSX\xaa\x02\x11Siteboot.State.V1\xca\x02\x11Siteboot\\State\\V1\xe2\x02\x1dSiteboot\\State\\V1\\GPBMetadata\xea\x02\x13Siteboot::State::V1b\x06proto3"
 
@@ -601,36 +892,51 @@ func file_siteboot_state_v1_state_proto_rawDescGZIP() []byte {
 	return file_siteboot_state_v1_state_proto_rawDescData
 }
 
-var file_siteboot_state_v1_state_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
+var file_siteboot_state_v1_state_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
 var file_siteboot_state_v1_state_proto_goTypes = []any{
 	(*LogEntry)(nil),              // 0: siteboot.state.v1.LogEntry
 	(*LeaseEpoch)(nil),            // 1: siteboot.state.v1.LeaseEpoch
 	(*SiteCommand)(nil),           // 2: siteboot.state.v1.SiteCommand
-	(*PutEntries)(nil),            // 3: siteboot.state.v1.PutEntries
-	(*ExpireEntries)(nil),         // 4: siteboot.state.v1.ExpireEntries
-	(*StoredEntry)(nil),           // 5: siteboot.state.v1.StoredEntry
-	(*Snapshot)(nil),              // 6: siteboot.state.v1.Snapshot
-	(*SiteState)(nil),             // 7: siteboot.state.v1.SiteState
-	(*timestamppb.Timestamp)(nil), // 8: google.protobuf.Timestamp
-	(*v1.BootCleanUpRequest)(nil), // 9: bettercompute.site.v1.BootCleanUpRequest
-	(*v1.ProxyDhcpEntry)(nil),     // 10: bettercompute.site.v1.ProxyDhcpEntry
+	(*ApplySiteSpec)(nil),         // 3: siteboot.state.v1.ApplySiteSpec
+	(*ImageWant)(nil),             // 4: siteboot.state.v1.ImageWant
+	(*AddImage)(nil),              // 5: siteboot.state.v1.AddImage
+	(*RemoveImage)(nil),           // 6: siteboot.state.v1.RemoveImage
+	(*PutEntries)(nil),            // 7: siteboot.state.v1.PutEntries
+	(*ExpireEntries)(nil),         // 8: siteboot.state.v1.ExpireEntries
+	(*StoredEntry)(nil),           // 9: siteboot.state.v1.StoredEntry
+	(*Snapshot)(nil),              // 10: siteboot.state.v1.Snapshot
+	(*SiteState)(nil),             // 11: siteboot.state.v1.SiteState
+	(*timestamppb.Timestamp)(nil), // 12: google.protobuf.Timestamp
+	(*v1.BootCleanUpRequest)(nil), // 13: bettercompute.site.v1.BootCleanUpRequest
+	(*v1.SiteSpec)(nil),           // 14: bettercompute.site.v1.SiteSpec
+	(*v1.CacheImage)(nil),         // 15: bettercompute.site.v1.CacheImage
+	(*v1.ProxyDhcpEntry)(nil),     // 16: bettercompute.site.v1.ProxyDhcpEntry
 }
 var file_siteboot_state_v1_state_proto_depIdxs = []int32{
 	1,  // 0: siteboot.state.v1.LogEntry.lease_epoch:type_name -> siteboot.state.v1.LeaseEpoch
-	8,  // 1: siteboot.state.v1.SiteCommand.at:type_name -> google.protobuf.Timestamp
-	3,  // 2: siteboot.state.v1.SiteCommand.put_entries:type_name -> siteboot.state.v1.PutEntries
-	9,  // 3: siteboot.state.v1.SiteCommand.clean_up:type_name -> bettercompute.site.v1.BootCleanUpRequest
-	4,  // 4: siteboot.state.v1.SiteCommand.expire_entries:type_name -> siteboot.state.v1.ExpireEntries
-	10, // 5: siteboot.state.v1.PutEntries.entries:type_name -> bettercompute.site.v1.ProxyDhcpEntry
-	8,  // 6: siteboot.state.v1.ExpireEntries.before:type_name -> google.protobuf.Timestamp
-	10, // 7: siteboot.state.v1.StoredEntry.entry:type_name -> bettercompute.site.v1.ProxyDhcpEntry
-	8,  // 8: siteboot.state.v1.StoredEntry.created_at:type_name -> google.protobuf.Timestamp
-	5,  // 9: siteboot.state.v1.SiteState.entries:type_name -> siteboot.state.v1.StoredEntry
-	10, // [10:10] is the sub-list for method output_type
-	10, // [10:10] is the sub-list for method input_type
-	10, // [10:10] is the sub-list for extension type_name
-	10, // [10:10] is the sub-list for extension extendee
-	0,  // [0:10] is the sub-list for field type_name
+	12, // 1: siteboot.state.v1.SiteCommand.at:type_name -> google.protobuf.Timestamp
+	7,  // 2: siteboot.state.v1.SiteCommand.put_entries:type_name -> siteboot.state.v1.PutEntries
+	13, // 3: siteboot.state.v1.SiteCommand.clean_up:type_name -> bettercompute.site.v1.BootCleanUpRequest
+	8,  // 4: siteboot.state.v1.SiteCommand.expire_entries:type_name -> siteboot.state.v1.ExpireEntries
+	3,  // 5: siteboot.state.v1.SiteCommand.apply_site_spec:type_name -> siteboot.state.v1.ApplySiteSpec
+	5,  // 6: siteboot.state.v1.SiteCommand.add_image:type_name -> siteboot.state.v1.AddImage
+	6,  // 7: siteboot.state.v1.SiteCommand.remove_image:type_name -> siteboot.state.v1.RemoveImage
+	14, // 8: siteboot.state.v1.ApplySiteSpec.spec:type_name -> bettercompute.site.v1.SiteSpec
+	15, // 9: siteboot.state.v1.ImageWant.image:type_name -> bettercompute.site.v1.CacheImage
+	12, // 10: siteboot.state.v1.ImageWant.added_at:type_name -> google.protobuf.Timestamp
+	4,  // 11: siteboot.state.v1.AddImage.want:type_name -> siteboot.state.v1.ImageWant
+	16, // 12: siteboot.state.v1.PutEntries.entries:type_name -> bettercompute.site.v1.ProxyDhcpEntry
+	12, // 13: siteboot.state.v1.ExpireEntries.before:type_name -> google.protobuf.Timestamp
+	16, // 14: siteboot.state.v1.StoredEntry.entry:type_name -> bettercompute.site.v1.ProxyDhcpEntry
+	12, // 15: siteboot.state.v1.StoredEntry.created_at:type_name -> google.protobuf.Timestamp
+	9,  // 16: siteboot.state.v1.SiteState.entries:type_name -> siteboot.state.v1.StoredEntry
+	14, // 17: siteboot.state.v1.SiteState.spec:type_name -> bettercompute.site.v1.SiteSpec
+	4,  // 18: siteboot.state.v1.SiteState.images:type_name -> siteboot.state.v1.ImageWant
+	19, // [19:19] is the sub-list for method output_type
+	19, // [19:19] is the sub-list for method input_type
+	19, // [19:19] is the sub-list for extension type_name
+	19, // [19:19] is the sub-list for extension extendee
+	0,  // [0:19] is the sub-list for field type_name
 }
 
 func init() { file_siteboot_state_v1_state_proto_init() }
@@ -646,6 +952,9 @@ func file_siteboot_state_v1_state_proto_init() {
 		(*SiteCommand_PutEntries)(nil),
 		(*SiteCommand_CleanUp)(nil),
 		(*SiteCommand_ExpireEntries)(nil),
+		(*SiteCommand_ApplySiteSpec)(nil),
+		(*SiteCommand_AddImage)(nil),
+		(*SiteCommand_RemoveImage)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -653,7 +962,7 @@ func file_siteboot_state_v1_state_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_siteboot_state_v1_state_proto_rawDesc), len(file_siteboot_state_v1_state_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   8,
+			NumMessages:   12,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
