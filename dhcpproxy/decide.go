@@ -1,0 +1,140 @@
+package dhcpproxy
+
+import (
+	"net"
+
+	"github.com/insomniacslk/dhcp/dhcpv4"
+)
+
+// decision is the outcome of one packet, for the caller, the log and the
+// metrics.
+type decision struct {
+	msgType string // discover, request, other, malformed
+	result  string // one of the result* constants
+	reason  string // why it was ignored or has no boot file
+	mac     string
+	xid     dhcpv4.TransactionID
+	giaddr  net.IP
+	arch    string
+	epoch   uint64
+	file    string
+	reply   []byte
+	to      *net.UDPAddr
+}
+
+// label is the decision as logged: the result, with the reason when the
+// packet was ignored.
+func (d *decision) label() string {
+	if d.result == resultIgnored {
+		return resultIgnored + ":" + d.reason
+	}
+	return d.result
+}
+
+func (d decision) ignore(reason string) decision {
+	d.result, d.reason = resultIgnored, reason
+	return d
+}
+
+// replyType maps a request's message type to the reply's and to the
+// metrics label; MessageTypeNone means "not answered".
+func replyType(mt dhcpv4.MessageType) (dhcpv4.MessageType, string) {
+	switch mt {
+	case dhcpv4.MessageTypeDiscover:
+		return dhcpv4.MessageTypeOffer, "discover"
+	case dhcpv4.MessageTypeRequest:
+		return dhcpv4.MessageTypeAck, "request"
+	}
+	return dhcpv4.MessageTypeNone, "other"
+}
+
+// decide runs the checks that apply to any packet, then decideClient.
+func (s *Server) decide(pkt []byte, in Arrival) decision {
+	d := decision{msgType: "malformed"}
+	req, err := dhcpv4.FromBytes(pkt)
+	if err != nil {
+		return d.ignore("malformed")
+	}
+	d.xid = req.TransactionID
+	d.giaddr = relayIP(req)
+	rt, label := replyType(req.MessageType())
+	d.msgType = label
+	if req.OpCode != dhcpv4.OpcodeBootRequest {
+		return d.ignore("not-bootrequest")
+	}
+	c, reason := parseClient(req)
+	d.mac = c.mac
+	if reason != "" {
+		return d.ignore(reason)
+	}
+	if c.hasArch {
+		d.arch = ArchName(c.arch)
+	}
+	if rt == dhcpv4.MessageTypeNone {
+		return d.ignore("message-type")
+	}
+	return s.decideClient(req, &c, rt, in, d)
+}
+
+// decideClient decides for a network-boot client's DISCOVER or REQUEST.
+func (s *Server) decideClient(req *dhcpv4.DHCPv4, c *client, rt dhcpv4.MessageType, in Arrival, d decision) decision {
+	serverIP := s.serverIP(in)
+	switch {
+	case serverIP == nil:
+		return d.ignore("no-server-ip")
+	case in.Port == PXEPort && !validSource(in.Source):
+		return d.ignore("bad-source")
+	case in.Port != PXEPort && d.giaddr != nil && !usableUnicast(d.giaddr):
+		return d.ignore("bad-giaddr")
+	case rt == dhcpv4.MessageTypeAck && in.Port != PXEPort && s.namesOtherServer(req, serverIP, in):
+		return d.ignore("other-server")
+	}
+	se, ok := s.cfg.Entries.Lookup(c.mac, s.cfg.Now())
+	if !ok {
+		s.record(c, d.giaddr)
+		d.result = resultUnknownMAC
+		return d
+	}
+	_, httpArch, known := lookupArch(c.arch)
+	if !c.hasArch || !known {
+		return d.ignore("unknown-arch")
+	}
+	if httpArch {
+		c.class = classHTTP
+	}
+	file, err := s.bootFile(c, se.GetEntry().GetBootFile(), serverIP)
+	if err != nil {
+		d.result, d.reason = resultNoBootFile, err.Error()
+		return d
+	}
+	d.file = file
+	return s.gatedReply(req, c, rt, serverIP, in, d)
+}
+
+// gatedReply encodes the reply, then checks the lease gate last.
+func (s *Server) gatedReply(req *dhcpv4.DHCPv4, c *client, rt dhcpv4.MessageType, serverIP net.IP, in Arrival, d decision) decision {
+	reply := buildReply(req, c, rt, serverIP, d.file)
+	epoch, open := s.cfg.Gate.Gate()
+	d.epoch = epoch
+	if !open {
+		d.result = resultGateClosed
+		return d
+	}
+	d.reply, d.to = reply, destination(req, in)
+	d.result = resultOffer
+	if rt == dhcpv4.MessageTypeAck {
+		d.result = resultAck
+	}
+	return d
+}
+
+// namesOtherServer reports whether a REQUEST carries a server identifier
+// (option 54) that is neither the address we advertise nor the arrival
+// interface's: the client chose another server's offer.
+func (s *Server) namesOtherServer(req *dhcpv4.DHCPv4, serverIP net.IP, in Arrival) bool {
+	if !req.Options.Has(dhcpv4.OptionServerIdentifier) {
+		return false
+	}
+	sid := req.ServerIdentifier()
+	return sid == nil || !(sid.Equal(serverIP) || sid.Equal(in.ServerIP))
+}

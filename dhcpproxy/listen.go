@@ -1,0 +1,149 @@
+package dhcpproxy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// Conn is one listening socket and what Handle needs to know about the
+// packets that arrive on it.
+type Conn struct {
+	// PacketConn is the socket; Serve reads from it, writes replies through
+	// it and closes it when it returns.
+	PacketConn net.PacketConn
+	// Iface is the interface the socket is bound to.
+	Iface string
+	// IP is the interface's IPv4 address (nil when it has none and
+	// Config.AdvertiseIP stands in).
+	IP net.IP
+	// Port is the service: ServerPort or PXEPort.
+	Port int
+}
+
+// Listen opens, for each interface of Config.Interfaces (or every up,
+// non-loopback interface with an IPv4 address when that is empty), one
+// socket on UDP 67 and one on UDP 4011, each bound to its device with
+// SO_BINDTODEVICE (so the arrival interface is known and broadcasts leave
+// through it), SO_REUSEADDR and SO_BROADCAST. It needs CAP_NET_RAW and
+// CAP_NET_BIND_SERVICE. On error nothing stays open.
+func (s *Server) Listen(ctx context.Context) ([]*Conn, error) {
+	ifaces, err := s.interfaces()
+	if err != nil {
+		return nil, err
+	}
+	var conns []*Conn
+	for _, ifc := range ifaces {
+		for _, port := range []int{ServerPort, PXEPort} {
+			pc, err := listenDevice(ctx, ifc.name, port)
+			if err != nil {
+				closeAll(conns)
+				return nil, err
+			}
+			conns = append(conns, &Conn{PacketConn: pc, Iface: ifc.name, IP: ifc.ip, Port: port})
+		}
+	}
+	return conns, nil
+}
+
+type ifaceAddr struct {
+	name string
+	ip   net.IP
+}
+
+// interfaces resolves the configured interfaces and their first IPv4
+// address.
+func (s *Server) interfaces() ([]ifaceAddr, error) {
+	if len(s.cfg.Interfaces) == 0 {
+		return allInterfaces()
+	}
+	out := make([]ifaceAddr, 0, len(s.cfg.Interfaces))
+	for _, name := range s.cfg.Interfaces {
+		ifc, err := net.InterfaceByName(name)
+		if err != nil {
+			return nil, fmt.Errorf("dhcpproxy: interface %q: %w", name, err)
+		}
+		ip := firstIPv4(ifc)
+		if ip == nil && s.cfg.AdvertiseIP == nil {
+			return nil, fmt.Errorf("dhcpproxy: interface %q has no IPv4 address (set dhcp.advertise_ip to use it anyway)", name)
+		}
+		out = append(out, ifaceAddr{name: name, ip: ip})
+	}
+	return out, nil
+}
+
+func allInterfaces() ([]ifaceAddr, error) {
+	ifcs, err := net.Interfaces()
+	if err != nil {
+		return nil, fmt.Errorf("dhcpproxy: list interfaces: %w", err)
+	}
+	var out []ifaceAddr
+	for i := range ifcs {
+		ifc := &ifcs[i]
+		if ifc.Flags&net.FlagUp == 0 || ifc.Flags&net.FlagLoopback != 0 {
+			continue
+		}
+		if ip := firstIPv4(ifc); ip != nil {
+			out = append(out, ifaceAddr{name: ifc.Name, ip: ip})
+		}
+	}
+	if len(out) == 0 {
+		return nil, errors.New("dhcpproxy: no up, non-loopback interface with an IPv4 address")
+	}
+	return out, nil
+}
+
+func firstIPv4(ifc *net.Interface) net.IP {
+	addrs, err := ifc.Addrs()
+	if err != nil {
+		return nil
+	}
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok {
+			if ip := n.IP.To4(); ip != nil && !ip.IsLoopback() {
+				return ip
+			}
+		}
+	}
+	return nil
+}
+
+// listenDevice binds 0.0.0.0:port on one device.
+func listenDevice(ctx context.Context, iface string, port int) (net.PacketConn, error) {
+	lc := net.ListenConfig{Control: func(_, _ string, rc syscall.RawConn) error {
+		var serr error
+		err := rc.Control(func(fd uintptr) {
+			serr = setSockopts(int(fd), iface)
+		})
+		return errors.Join(err, serr)
+	}}
+	pc, err := lc.ListenPacket(ctx, "udp4", net.JoinHostPort("0.0.0.0", strconv.Itoa(port)))
+	if err != nil {
+		return nil, fmt.Errorf("dhcpproxy: listen on %s port %d: %w", iface, port, err)
+	}
+	return pc, nil
+}
+
+func setSockopts(fd int, iface string) error {
+	if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_REUSEADDR, 1); err != nil {
+		return fmt.Errorf("SO_REUSEADDR: %w", err)
+	}
+	if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_BROADCAST, 1); err != nil {
+		return fmt.Errorf("SO_BROADCAST: %w", err)
+	}
+	if err := unix.BindToDevice(fd, iface); err != nil {
+		return fmt.Errorf("SO_BINDTODEVICE %q: %w", iface, err)
+	}
+	return nil
+}
+
+func closeAll(conns []*Conn) {
+	for _, c := range conns {
+		c.PacketConn.Close()
+	}
+}

@@ -1,0 +1,58 @@
+package dhcpproxy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+
+	"golang.org/x/sync/errgroup"
+)
+
+// maxPacket is larger than any DHCP packet on a 1500-byte (or 9000-byte)
+// link; longer datagrams are truncated and then fail to decode.
+const maxPacket = 9000
+
+// Serve answers packets on conns until ctx ends, then closes them and
+// returns nil. A socket closed from outside is a clean stop of that socket;
+// Serve returns once all have stopped. Any other read error stops every
+// conn and is returned. Serve owns conns: they are closed when it returns.
+func (s *Server) Serve(ctx context.Context, conns ...*Conn) error {
+	if len(conns) == 0 {
+		return errors.New("dhcpproxy: serve: no sockets")
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	stop := context.AfterFunc(gctx, func() { closeAll(conns) })
+	defer stop()
+	for _, c := range conns {
+		g.Go(func() error { return s.serveConn(c) })
+	}
+	err := g.Wait()
+	closeAll(conns)
+	return err
+}
+
+// serveConn reads, decides and writes, one packet at a time; no lock is
+// held across the socket calls.
+func (s *Server) serveConn(c *Conn) error {
+	buf := make([]byte, maxPacket)
+	for {
+		n, src, err := c.PacketConn.ReadFrom(buf)
+		if errors.Is(err, net.ErrClosed) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("dhcpproxy: read on %s port %d: %w", c.Iface, c.Port, err)
+		}
+		in := Arrival{Iface: c.Iface, ServerIP: c.IP, Port: c.Port}
+		in.Source, _ = src.(*net.UDPAddr)
+		reply, to, ok := s.Handle(buf[:n], in)
+		if !ok {
+			continue
+		}
+		if _, err := c.PacketConn.WriteTo(reply, to); err != nil {
+			s.m.sendErrors.Inc()
+			s.log.Warn("dhcpproxy: send reply", "iface", c.Iface, "to", to.String(), "err", err)
+		}
+	}
+}

@@ -1,0 +1,142 @@
+package dhcpproxy
+
+import (
+	"context"
+	"log/slog"
+	"net"
+	"time"
+
+	"github.com/siteboot/siteboot/discovery"
+)
+
+// Decision results, the "result" label of siteboot_dhcp_requests_total.
+const (
+	resultOffer      = "offer"
+	resultAck        = "ack"
+	resultUnknownMAC = "unknown-mac"
+	resultGateClosed = "gate-closed"
+	resultNoBootFile = "no-bootfile"
+	resultIgnored    = "ignored"
+)
+
+// Server answers proxyDHCP requests. It is safe for concurrent use.
+type Server struct {
+	cfg     Config
+	log     *slog.Logger
+	m       *metrics
+	unknown *logLimiter
+}
+
+// Arrival says where a packet came in.
+type Arrival struct {
+	// Iface is the arrival interface's name (for logs).
+	Iface string
+	// ServerIP is the arrival interface's IPv4 address: the server identity
+	// (siaddr, option 54) unless Config.AdvertiseIP overrides it.
+	ServerIP net.IP
+	// Port is the service the socket serves, ServerPort or PXEPort,
+	// whatever port it is actually bound to.
+	Port int
+	// Source is the sender's address; PXEPort replies go back to it.
+	Source *net.UDPAddr
+}
+
+// New checks cfg and returns a Server. It binds nothing.
+func New(cfg Config) (*Server, error) {
+	if err := cfg.check(); err != nil {
+		return nil, err
+	}
+	m, err := newMetrics(cfg.Registerer)
+	if err != nil {
+		return nil, err
+	}
+	return &Server{cfg: cfg, log: cfg.Logger, m: m, unknown: newLogLimiter(unknownLogEvery, unknownLogMax)}, nil
+}
+
+// Handle decides what to answer to one packet that arrived as in. It
+// returns the encoded reply and where to send it, or ok=false when the
+// packet gets no answer. It logs the decision and counts it; the lease gate
+// is checked last, right before a reply is returned.
+func (s *Server) Handle(pkt []byte, in Arrival) (reply []byte, to *net.UDPAddr, ok bool) {
+	start := time.Now()
+	d := s.decide(pkt, in)
+	s.m.latency.Observe(time.Since(start).Seconds())
+	s.m.requests.WithLabelValues(d.msgType, d.result).Inc()
+	s.logDecision(&d, in)
+	return d.reply, d.to, d.reply != nil
+}
+
+// serverIP is the address this server calls itself for a packet that
+// arrived as in; nil when there is none.
+func (s *Server) serverIP(in Arrival) net.IP {
+	if s.cfg.AdvertiseIP != nil {
+		return s.cfg.AdvertiseIP
+	}
+	if ip := in.ServerIP.To4(); ip != nil && !ip.IsUnspecified() {
+		return ip
+	}
+	return nil
+}
+
+// record reports a network-boot client without a live entry.
+func (s *Server) record(c *client, relay net.IP) {
+	if s.cfg.Discovery == nil {
+		return
+	}
+	arch := ""
+	if c.hasArch {
+		arch = ArchName(c.arch)
+	}
+	s.cfg.Discovery.Record(discovery.Sighting{
+		MAC: c.mac, ProductUUID: c.uuid, Arch: arch, Relay: relay, At: s.cfg.Now(),
+	})
+}
+
+// logDecision writes the one line per packet: Info for answers and for
+// unknown machines (at most once per unknownLogEvery per MAC), Warn when a
+// known machine has no boot file, Debug for everything ignored.
+func (s *Server) logDecision(d *decision, in Arrival) {
+	level := slog.LevelInfo
+	switch d.result {
+	case resultIgnored, resultGateClosed:
+		level = slog.LevelDebug
+	case resultNoBootFile:
+		level = slog.LevelWarn
+	case resultUnknownMAC:
+		if !s.unknown.allow(d.mac, s.cfg.Now()) {
+			level = slog.LevelDebug
+		}
+	}
+	ctx := context.Background()
+	if !s.log.Enabled(ctx, level) {
+		return
+	}
+	attrs := []slog.Attr{
+		slog.String("decision", d.label()),
+		slog.String("mac", d.mac),
+		slog.String("xid", d.xid.String()),
+		slog.String("iface", in.Iface),
+		slog.Int("port", in.Port),
+		slog.String("giaddr", ipString(d.giaddr)),
+		slog.Uint64("epoch", d.epoch),
+		slog.String("arch", d.arch),
+	}
+	if d.result == resultNoBootFile {
+		attrs = append(attrs, slog.String("reason", d.reason))
+	}
+	if d.file != "" {
+		attrs = append(attrs, slog.String("file", d.file))
+	}
+	if d.to != nil {
+		attrs = append(attrs, slog.String("to", d.to.String()))
+	}
+	s.log.LogAttrs(ctx, level, "dhcpproxy: decision", attrs...)
+}
+
+// ipString is ip in dotted form, or "" for none.
+func ipString(ip net.IP) string {
+	if ip == nil {
+		return ""
+	}
+	return ip.String()
+}
