@@ -1,0 +1,69 @@
+package tftpd
+
+import (
+	"encoding/binary"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/siteboot/siteboot/images"
+)
+
+// FuzzParseName checks the request name policy: no panic, and an accepted
+// name is the request with at most one leading "/" removed and passes
+// images.ValidName.
+func FuzzParseName(f *testing.F) {
+	f.Fuzz(func(t *testing.T, raw string) {
+		name, err := requestName(raw)
+		if err != nil {
+			return
+		}
+		if raw != name && raw != "/"+name {
+			t.Fatalf("requestName(%q) = %q: more than one leading slash removed", raw, name)
+		}
+		if images.ValidName(name) != nil || strings.HasPrefix(name, "/") || strings.ContainsAny(name, "\\\x00") ||
+			strings.Contains("/"+name+"/", "/../") {
+			t.Fatalf("requestName(%q) accepted %q", raw, name)
+		}
+	})
+}
+
+// FuzzParseRRQ sends each input as a datagram to a running server, then
+// checks the server still serves a valid request: pin/tftp's request
+// parsing and this package's handlers must survive any packet.
+func FuzzParseRRQ(f *testing.F) {
+	fx := start(f, Config{Timeout: 20 * time.Millisecond, Retries: 1})
+	to, err := net.ResolveUDPAddr("udp4", fx.addr)
+	if err != nil {
+		f.Fatal(err)
+	}
+	// One sender for all inputs, never read: answers to it are dropped.
+	fuzzConn, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Cleanup(func() { _ = fuzzConn.Close() })
+	f.Fuzz(func(t *testing.T, pkt []byte) {
+		if _, err := fuzzConn.WriteToUDP(pkt, to); err != nil {
+			t.Fatal(err)
+		}
+		probe(t, fx.addr)
+	})
+}
+
+// probe fetches the one-block file "tiny" and fails the test unless a
+// DATA packet comes back. Other packets are skipped: a fresh socket may
+// reuse the port of an earlier one and catch a late packet meant for it.
+func probe(t *testing.T, server string) {
+	t.Helper()
+	conn := dialRaw(t, server, request(1, "tiny", "octet"))
+	defer conn.Close()
+	for {
+		p, from := readPacket(t, conn)
+		if binary.BigEndian.Uint16(p) == 3 && binary.BigEndian.Uint16(p[2:]) == 1 {
+			ack(t, conn, from, 1)
+			return
+		}
+	}
+}

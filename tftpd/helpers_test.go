@@ -1,0 +1,314 @@
+package tftpd
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/siteboot/siteboot/images"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+var _ Files = (*images.Set)(nil)
+
+// Test files: sizes that are not a multiple of 512 or 1468, one that is a
+// multiple of both (its last DATA packet is empty), one in a subdirectory.
+var testFiles = map[string][]byte{
+	"ipxe.efi":              noise(300_001, 1),
+	"undionly.kpxe":         noise(74_213, 2),
+	"exact.bin":             noise(512*1468, 3),
+	"arm64-efi/snponly.efi": noise(5_000, 4),
+	"tiny":                  noise(100, 5),
+}
+
+func noise(size int, seed uint64) []byte {
+	r := rand.New(rand.NewPCG(seed, uint64(size)))
+	b := make([]byte, size)
+	for i := range b {
+		b[i] = byte(r.Uint32())
+	}
+	return b
+}
+
+// fixture is a running server over a fresh copy of testFiles.
+type fixture struct {
+	addr string
+	dir  string
+	conn *net.UDPConn
+	logs *logBuffer
+	reg  *prometheus.Registry
+	// served is closed when Serve has returned serveErr.
+	served   chan struct{}
+	serveErr error
+	// stop cancels Serve's context and waits up to 10 s for it to return.
+	stop func() error
+}
+
+// start loads testFiles into an images.Set and serves it on
+// 127.0.0.1:0 until the test ends; cfg.Files, Logger and Metrics are
+// filled in.
+func start(t testing.TB, cfg Config) *fixture {
+	t.Helper()
+	fx := &fixture{dir: t.TempDir(), logs: &logBuffer{}, reg: prometheus.NewRegistry()}
+	for name, data := range testFiles {
+		p := filepath.Join(fx.dir, filepath.FromSlash(name))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	log := slog.New(slog.NewTextHandler(fx.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	set, err := images.Load(images.Config{Dir: fx.dir, Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = set.Close() })
+	cfg.Files, cfg.Logger, cfg.Metrics = set, log, fx.reg
+	srv, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fx.addr, fx.conn = conn.LocalAddr().String(), conn
+	ctx, cancel := context.WithCancel(context.Background())
+	fx.served = make(chan struct{})
+	go func() {
+		fx.serveErr = srv.Serve(ctx, conn)
+		close(fx.served)
+	}()
+	fx.stop = func() error {
+		cancel()
+		select {
+		case <-fx.served:
+			return fx.serveErr
+		case <-time.After(10 * time.Second):
+			return errors.New("Serve did not return 10 s after cancel")
+		}
+	}
+	t.Cleanup(func() {
+		if err := fx.stop(); err != nil {
+			t.Errorf("Serve: %v", err)
+		}
+	})
+	// One transfer first: a request queued before Serve asked for packet
+	// info gets 512-byte blocks, which would make blksize checks flaky.
+	if r := rawGet(t, fx.addr, request(1, "tiny", "octet")); r.Size != len(testFiles["tiny"]) {
+		t.Fatalf("warm-up transfer: %+v", r)
+	}
+	return fx
+}
+
+// rawResult is what a hand-driven read request got back.
+type rawResult struct {
+	OACK     map[string]string // nil when the server sent no OACK
+	FirstLen int               // payload length of DATA block 1
+	Blocks   int               // DATA packets received
+	Size     int
+	SHA256   [32]byte
+	ErrCode  int // of an ERROR packet, 0 if none
+	ErrMsg   string
+}
+
+// request builds an RRQ (op 1) or WRQ (op 2); kv are option name/value
+// pairs.
+func request(op uint16, name, mode string, kv ...string) []byte {
+	b := binary.BigEndian.AppendUint16(nil, op)
+	for _, s := range append([]string{name, mode}, kv...) {
+		b = append(append(b, s...), 0)
+	}
+	return b
+}
+
+// rawGet sends pkt to the server and drives the transfer by hand,
+// acknowledging every OACK and DATA packet, until the last block or an
+// ERROR.
+func rawGet(t testing.TB, server string, pkt []byte) rawResult {
+	t.Helper()
+	conn := dialRaw(t, server, pkt)
+	defer conn.Close()
+	var res rawResult
+	var data []byte
+	blksize, want := 512, uint16(1)
+	for {
+		p, from := readPacket(t, conn)
+		switch binary.BigEndian.Uint16(p) {
+		case 6: // OACK
+			res.OACK = parseOptions(p[2:])
+			if v, ok := res.OACK["blksize"]; ok {
+				blksize = atoi(t, v)
+			}
+			ack(t, conn, from, 0)
+		case 3: // DATA
+			block := binary.BigEndian.Uint16(p[2:])
+			if block != want {
+				ack(t, conn, from, block) // a retransmission
+				continue
+			}
+			if block == 1 {
+				res.FirstLen = len(p) - 4
+			}
+			res.Blocks++
+			data = append(data, p[4:]...)
+			ack(t, conn, from, block)
+			want++
+			if len(p)-4 < blksize {
+				res.Size, res.SHA256 = len(data), sha256.Sum256(data)
+				return res
+			}
+		case 5: // ERROR
+			res.ErrCode = int(binary.BigEndian.Uint16(p[2:]))
+			res.ErrMsg = strings.TrimRight(string(p[4:]), "\x00")
+			return res
+		default:
+			t.Fatalf("unexpected packet %x", p)
+		}
+	}
+}
+
+func dialRaw(t testing.TB, server string, pkt []byte) *net.UDPConn {
+	t.Helper()
+	conn, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	to, err := net.ResolveUDPAddr("udp4", server)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.WriteToUDP(pkt, to); err != nil {
+		t.Fatal(err)
+	}
+	return conn
+}
+
+func readPacket(t testing.TB, conn *net.UDPConn) ([]byte, *net.UDPAddr) {
+	t.Helper()
+	buf := make([]byte, 65536)
+	if err := conn.SetReadDeadline(time.Now().Add(5 * time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	n, from, err := conn.ReadFromUDP(buf)
+	if err != nil {
+		t.Fatalf("read: %v", err)
+	}
+	if n < 4 {
+		t.Fatalf("short packet %x", buf[:n])
+	}
+	return buf[:n], from
+}
+
+func ack(t testing.TB, conn *net.UDPConn, to *net.UDPAddr, block uint16) {
+	t.Helper()
+	p := binary.BigEndian.AppendUint16([]byte{0, 4}, block)
+	if _, err := conn.WriteToUDP(p, to); err != nil && !errors.Is(err, net.ErrClosed) {
+		t.Fatal(err)
+	}
+}
+
+func parseOptions(b []byte) map[string]string {
+	parts := bytes.Split(bytes.TrimSuffix(b, []byte{0}), []byte{0})
+	out := map[string]string{}
+	for i := 0; i+1 < len(parts); i += 2 {
+		out[string(parts[i])] = string(parts[i+1])
+	}
+	return out
+}
+
+func atoi(t testing.TB, s string) int {
+	t.Helper()
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// logBuffer is a concurrency-safe sink for a text slog handler.
+type logBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+// wait returns the log lines containing all of subs, waiting up to 2 s
+// for one (a server logs a transfer after its client has finished).
+func (l *logBuffer) wait(subs ...string) []string {
+	deadline := time.Now().Add(2 * time.Second)
+	for {
+		got := l.lines(subs...)
+		if len(got) > 0 || time.Now().After(deadline) {
+			return got
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// lines returns the log lines containing all of subs.
+func (l *logBuffer) lines(subs ...string) []string {
+	l.mu.Lock()
+	text := l.buf.String()
+	l.mu.Unlock()
+	var out []string
+	for _, line := range strings.Split(text, "\n") {
+		ok := line != ""
+		for _, s := range subs {
+			ok = ok && strings.Contains(line, s)
+		}
+		if ok {
+			out = append(out, line)
+		}
+	}
+	return out
+}
+
+// gather returns the counter values and histogram counts of reg, keyed
+// by name{label="value"}.
+func gather(t testing.TB, reg *prometheus.Registry) map[string]float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]float64{}
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			key := mf.GetName()
+			for _, lp := range m.GetLabel() {
+				key += fmt.Sprintf("{%s=%q}", lp.GetName(), lp.GetValue())
+			}
+			switch {
+			case m.GetCounter() != nil:
+				out[key] = m.GetCounter().GetValue()
+			case m.GetHistogram() != nil:
+				out[key+"_count"] = float64(m.GetHistogram().GetSampleCount())
+			}
+		}
+	}
+	return out
+}
