@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/user"
 	"path/filepath"
 	"reflect"
+	"strconv"
 	"strings"
 	"time"
 
@@ -34,8 +36,27 @@ type Config struct {
 		} `yaml:"tls"`
 	} `yaml:"admin"`
 	HTTP struct {
-		Listen string `yaml:"listen" doc:"HTTP address for /healthz, /readyz, /metrics and boot files"`
+		Listen    string `yaml:"listen" doc:"HTTP address: scripts, boot files, cache, /healthz, /readyz, /metrics"`
+		Advertise string `yaml:"advertise" doc:"base URL machines use to reach HTTP (default: the arrival interface's address and http.listen's port)"`
 	} `yaml:"http"`
+	DHCP struct {
+		Enabled     bool     `yaml:"enabled" doc:"run the proxyDHCP server (UDP 67 and 4011; needs root)"`
+		Interfaces  []string `yaml:"interfaces" doc:"interfaces to answer on (default: every up, non-loopback IPv4 interface)"`
+		AdvertiseIP string   `yaml:"advertise_ip" doc:"address put into siaddr/option 54 instead of the interface's"`
+	} `yaml:"dhcp"`
+	TFTP struct {
+		Listen       string `yaml:"listen" doc:"TFTP address for the boot files; empty turns TFTP off"`
+		MaxBlockSize int    `yaml:"max_block_size" doc:"largest blksize granted (1468 fits a 1500-byte MTU)"`
+	} `yaml:"tftp"`
+	BootFiles struct {
+		Dir       string `yaml:"dir" doc:"first-stage iPXE builds (default: the first of /usr/lib/ipxe, /usr/share/ipxe)"`
+		PreferSNP bool   `yaml:"prefer_snp" doc:"give UEFI clients snponly.efi before ipxe.efi"`
+	} `yaml:"boot_files"`
+	Ramdisk struct {
+		Kernel  string `yaml:"kernel" doc:"ramdisk kernel: an http(s) URL or sha256:HEX from the image cache"`
+		Initrd  string `yaml:"initrd" doc:"ramdisk initrd: an http(s) URL or sha256:HEX from the image cache"`
+		Cmdline string `yaml:"cmdline" doc:"fixed kernel parameters; initrd= and bc.* are added"`
+	} `yaml:"ramdisk"`
 	Raft struct {
 		Listen string `yaml:"listen" doc:"raft TCP address; empty runs a single voter with no listener"`
 	} `yaml:"raft"`
@@ -78,6 +99,9 @@ func defaultConfig() Config {
 	c.SiteID = "default"
 	c.Admin.Group = "siteboot"
 	c.HTTP.Listen = ":8080"
+	c.DHCP.Enabled = true
+	c.TFTP.Listen = ":69"
+	c.TFTP.MaxBlockSize = 1468
 	c.Lease.TTL = Duration(10 * time.Second)
 	c.Entries.DefaultTTL = Duration(24 * time.Hour)
 	c.Log.Level = "info"
@@ -157,6 +181,17 @@ func (c *Config) check() error {
 	if c.Admin.TCPListen != "" && (c.Admin.TLS.Cert == "" || c.Admin.TLS.Key == "" || c.Admin.TLS.ClientCA == "") {
 		bad("admin.tcp_listen", "needs admin.tls.cert, admin.tls.key and admin.tls.client_ca (mutual TLS only)")
 	}
+	if c.DHCP.AdvertiseIP != "" {
+		if ip := net.ParseIP(c.DHCP.AdvertiseIP); ip == nil || ip.To4() == nil {
+			bad("dhcp.advertise_ip", "%q is not an IPv4 address", c.DHCP.AdvertiseIP)
+		}
+	}
+	if c.TFTP.MaxBlockSize != 0 && (c.TFTP.MaxBlockSize < 512 || c.TFTP.MaxBlockSize > 65464) {
+		bad("tftp.max_block_size", "%d: want 512..65464", c.TFTP.MaxBlockSize)
+	}
+	if _, _, err := net.SplitHostPort(c.HTTP.Listen); err != nil {
+		bad("http.listen", "%q: %v", c.HTTP.Listen, err)
+	}
 	if c.Lease.TTL <= 0 {
 		bad("lease.ttl", "must be positive")
 	}
@@ -223,6 +258,18 @@ func setField(f reflect.Value, s string) error {
 		*p = s
 	case *Duration:
 		return p.Set(s)
+	case *bool:
+		v, err := strconv.ParseBool(s)
+		if err != nil {
+			return fmt.Errorf("%q is not a boolean (true or false)", s)
+		}
+		*p = v
+	case *int:
+		v, err := strconv.Atoi(s)
+		if err != nil {
+			return fmt.Errorf("%q is not an integer", s)
+		}
+		*p = v
 	case *[]string:
 		*p = nil
 		for _, part := range strings.Split(s, ",") {

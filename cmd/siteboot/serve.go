@@ -10,15 +10,9 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"path/filepath"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/siteboot/siteboot/admin"
-	"github.com/siteboot/siteboot/lease"
-	"github.com/siteboot/siteboot/site"
 	"github.com/spf13/cobra"
 	"golang.org/x/sync/errgroup"
 )
@@ -89,87 +83,6 @@ func (f *serveFlags) apply(cmd *cobra.Command, cfg *Config) {
 	set("log-level", &cfg.Log.Level, f.logLevel)
 }
 
-// serve runs the appliance until ctx ends.
-func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
-	if err := prepareDataDir(cfg.DataDir, lookupGroup(cfg.Admin.Group)); err != nil {
-		return err
-	}
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	buildInfo := prometheus.NewGauge(prometheus.GaugeOpts{Name: "siteboot_build_info", Help: "Always 1; labels say which build runs.",
-		ConstLabels: prometheus.Labels{"version": version, "site_id": cfg.SiteID, "node_id": cfg.NodeID}})
-	buildInfo.Set(1)
-	reg.MustRegister(buildInfo)
-
-	state := site.NewState()
-	node, err := lease.Open(lease.Config{
-		Dir: filepath.Join(cfg.DataDir, "raft"), ID: cfg.NodeID, Bind: cfg.Raft.Listen,
-		TTL: time.Duration(cfg.Lease.TTL), StateMachine: state, Logger: log,
-	})
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if err := node.Close(); err != nil {
-			log.Warn("raft shutdown", "err", err)
-		}
-	}()
-	if err := node.RegisterMetrics(reg); err != nil {
-		return err
-	}
-	if err := site.RegisterMetrics(reg, state, time.Now); err != nil {
-		return err
-	}
-	store := site.NewStore(site.StoreConfig{
-		State: state, Applier: node, Now: time.Now, Logger: log,
-		Limits: site.Limits{DefaultTTL: time.Duration(cfg.Entries.DefaultTTL), MaxTTL: time.Duration(cfg.Entries.MaxTTL)},
-	})
-	api, err := admin.New(admin.Config{
-		Store: store, Lease: node, SiteID: cfg.SiteID, NodeID: cfg.NodeID, Version: version,
-		StartedAt: time.Now(), Now: time.Now, Logger: log, Metrics: reg,
-		AdminGID: lookupGroup(cfg.Admin.Group), AdminGroup: cfg.Admin.Group,
-	})
-	if err != nil {
-		return err
-	}
-	sock, err := admin.ListenUnix(cfg.Admin.Socket, lookupGroup(cfg.Admin.Group))
-	if err != nil {
-		return err
-	}
-	httpLn, err := net.Listen("tcp", cfg.HTTP.Listen)
-	if err != nil {
-		sock.Close()
-		return fmt.Errorf("http.listen %s: %w", cfg.HTTP.Listen, err)
-	}
-
-	g, ctx := errgroup.WithContext(ctx)
-	g.Go(func() error { return node.Run(ctx) })
-	g.Go(func() error { return api.ServeUnix(ctx, sock) })
-	if cfg.Admin.TCPListen != "" {
-		if err := serveAdminTLS(ctx, g, cfg, api); err != nil {
-			sock.Close()
-			httpLn.Close()
-			return err
-		}
-	}
-	g.Go(func() error { return serveHTTP(ctx, httpLn, httpMux(reg, node), log) })
-	g.Go(func() error { store.RunJanitor(ctx, 30*time.Second); return nil })
-	g.Go(func() error {
-		select {
-		case <-node.Ready():
-			api.SetServing(true)
-			epoch, _ := node.Gate()
-			log.Info("siteboot ready", "site", cfg.SiteID, "node", cfg.NodeID, "version", version, "epoch", epoch,
-				"admin_socket", cfg.Admin.Socket, "http", httpLn.Addr().String(), "data_dir", cfg.DataDir)
-		case <-ctx.Done():
-		}
-		return nil
-	})
-	err = g.Wait()
-	log.Info("siteboot stopped")
-	return err
-}
-
 // prepareDataDir creates the data dir with mode 0750, group gid if ≥ 0, so
 // admin-group members can reach the socket inside it and nobody else can.
 func prepareDataDir(dir string, gid int) error {
@@ -214,32 +127,6 @@ func serverTLS(certFile, keyFile, caFile string) (*tls.Config, error) {
 		Certificates: []tls.Certificate{cert}, ClientCAs: pool,
 		ClientAuth: tls.RequireAndVerifyClientCert, MinVersion: tls.VersionTLS13,
 	}, nil
-}
-
-// readiness is what /readyz needs to know.
-type readiness interface {
-	Gate() (uint64, bool)
-	Ready() <-chan struct{}
-	RaftState() string
-}
-
-func httpMux(reg *prometheus.Registry, node readiness) *http.ServeMux {
-	mux := http.NewServeMux()
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
-		fmt.Fprintln(w, "ok")
-	})
-	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
-		select {
-		case <-node.Ready():
-		default:
-			http.Error(w, "not ready: the boot lease was never held yet (raft "+node.RaftState()+")", http.StatusServiceUnavailable)
-			return
-		}
-		epoch, open := node.Gate()
-		fmt.Fprintf(w, "ready: lease active=%t epoch=%d\n", open, epoch)
-	})
-	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
-	return mux
 }
 
 func serveHTTP(ctx context.Context, ln net.Listener, h http.Handler, log *slog.Logger) error {

@@ -18,8 +18,8 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 )
 
-// appliance is a siteboot serve running in this test process.
-type appliance struct {
+// testAppliance is a siteboot serve running in this test process.
+type testAppliance struct {
 	cfg    Config
 	cancel context.CancelFunc
 	done   chan error
@@ -40,10 +40,10 @@ func testConfig(t *testing.T) Config {
 
 // startAppliance runs serve with cfg until the test ends and waits until it
 // holds the lease.
-func startAppliance(t *testing.T, cfg Config) *appliance {
+func startAppliance(t *testing.T, cfg Config) *testAppliance {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	a := &appliance{cfg: cfg, cancel: cancel, done: make(chan error, 1)}
+	a := &testAppliance{cfg: cfg, cancel: cancel, done: make(chan error, 1)}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	if testing.Verbose() {
 		log = slog.New(slog.NewTextHandler(os.Stderr, nil))
@@ -54,7 +54,7 @@ func startAppliance(t *testing.T, cfg Config) *appliance {
 	return a
 }
 
-func (a *appliance) stop() {
+func (a *testAppliance) stop() {
 	a.cancel()
 	select {
 	case <-a.done:

@@ -1,0 +1,36 @@
+package main
+
+import (
+	"fmt"
+	"net/http"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/siteboot/siteboot/images"
+)
+
+// httpMux routes the appliance's HTTP surface: scripts, boot files, the
+// image cache, health, readiness and metrics.
+func (a *appliance) httpMux() *http.ServeMux {
+	mux := http.NewServeMux()
+	scripts := a.script.Handler()
+	mux.Handle("/boot.ipxe", scripts)
+	mux.Handle("/ipxe", scripts)
+	mux.Handle(images.HTTPPrefix, a.boot.Handler())
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		fmt.Fprintln(w, "ok")
+	})
+	mux.HandleFunc("GET /readyz", a.readyz)
+	mux.Handle("GET /metrics", promhttp.HandlerFor(a.reg, promhttp.HandlerOpts{Registry: a.reg}))
+	return mux
+}
+
+func (a *appliance) readyz(w http.ResponseWriter, _ *http.Request) {
+	select {
+	case <-a.node.Ready():
+	default:
+		http.Error(w, "not ready: the boot lease was never held yet (raft "+a.node.RaftState()+")", http.StatusServiceUnavailable)
+		return
+	}
+	epoch, open := a.node.Gate()
+	fmt.Fprintf(w, "ready: lease active=%t epoch=%d\n", open, epoch)
+}

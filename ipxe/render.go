@@ -1,0 +1,171 @@
+package ipxe
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"time"
+
+	sitev1 "github.com/siteboot/siteboot/gen/bettercompute/site/v1"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
+)
+
+// outcome is what one render did, for the caller's log line and metric.
+type outcome struct {
+	req    *sitev1.IpxeScriptRequest // normalised; nil when the request was refused
+	epoch  uint64
+	kind   string
+	script *sitev1.IpxeScript
+}
+
+// Render returns the script the machine described by req would get from
+// /ipxe now, using Config.BaseURL. req.ip is what the assertion vouches
+// for. Errors: *RequestError (a field failed validation), ErrFenced,
+// *UnknownMachineError (it carries the script an unknown machine gets),
+// *SecretError, *EntryError. Render records no discovery sighting.
+func (s *Server) Render(ctx context.Context, req *sitev1.IpxeScriptRequest) (*sitev1.IpxeScript, error) {
+	if s.base == "" {
+		return nil, errors.New("ipxe: Render needs Config.BaseURL (it is derived per request only over HTTP)")
+	}
+	out, err := s.render(ctx, req, s.base)
+	return out.script, err
+}
+
+func (s *Server) render(ctx context.Context, req *sitev1.IpxeScriptRequest, base string) (outcome, error) {
+	n, err := normalize(req)
+	if err != nil {
+		return outcome{}, err
+	}
+	out := outcome{req: n}
+	epoch, open := s.cfg.Gate.Gate()
+	if !open {
+		return out, ErrFenced
+	}
+	out.epoch = epoch
+	now := s.cfg.Now()
+	se, ok := s.cfg.Entries.Lookup(n.GetMac(), now)
+	if !ok {
+		out.kind = kindUnknown
+		script := &sitev1.IpxeScript{
+			Script:   unknownScript(base, n.GetMac(), s.cfg.Retry),
+			NotAfter: timestamppb.New(now.Add(s.cfg.Retry)),
+		}
+		return out, &UnknownMachineError{MAC: n.GetMac(), Script: script}
+	}
+	e := se.GetEntry()
+	switch {
+	case len(e.GetSanbootSha256()) > 0:
+		out.kind = kindSanboot
+		out.script, err = s.sanboot(base, e)
+	case e.GetIpxeScriptUrl() != "":
+		out.kind = kindChain
+		out.script, err = s.chain(base, e)
+	default:
+		out.kind = kindRamdisk
+		out.script, out.epoch, err = s.ramdisk(ctx, base, n, e, now)
+	}
+	return out, err
+}
+
+func (s *Server) sanboot(base string, e *sitev1.ProxyDhcpEntry) (*sitev1.IpxeScript, error) {
+	d := e.GetSanbootSha256()
+	if len(d) != 32 {
+		return nil, &EntryError{MAC: e.GetMac(), Reason: fmt.Sprintf("sanboot_sha256 is %d bytes, not 32", len(d))}
+	}
+	return &sitev1.IpxeScript{
+		Script:   sanbootScript([]string{base}, hex.EncodeToString(d), s.cfg.Retry),
+		NotAfter: e.GetNotAfter(),
+	}, nil
+}
+
+func (s *Server) chain(base string, e *sitev1.ProxyDhcpEntry) (*sitev1.IpxeScript, error) {
+	if err := checkURL(e.GetIpxeScriptUrl()); err != nil {
+		return nil, &EntryError{MAC: e.GetMac(), Reason: "ipxe_script_url: " + err.Error()}
+	}
+	return &sitev1.IpxeScript{
+		Script:   chainScript(base, e.GetIpxeScriptUrl(), s.cfg.Retry),
+		NotAfter: e.GetNotAfter(),
+	}, nil
+}
+
+// ramdisk resolves the token, re-checks the gate, signs the assertion and
+// renders the script. It returns the epoch the assertion carries.
+func (s *Server) ramdisk(ctx context.Context, base string, n *sitev1.IpxeScriptRequest, e *sitev1.ProxyDhcpEntry, now time.Time) (*sitev1.IpxeScript, uint64, error) {
+	if !s.hasRamdisk() {
+		return nil, 0, &EntryError{MAC: n.GetMac(), Reason: "no ramdisk profile is configured (ramdisk.kernel, ramdisk.initrd)"}
+	}
+	token, err := s.token(ctx, e)
+	if err != nil {
+		return nil, 0, err
+	}
+	// The gate is checked right before the signature.
+	epoch, open := s.cfg.Gate.Gate()
+	if !open {
+		return nil, 0, ErrFenced
+	}
+	notAfter := now.Add(s.cfg.AssertionTTL)
+	if na := e.GetNotAfter().AsTime(); na.Before(notAfter) {
+		notAfter = na
+	}
+	assertion, err := s.sign(n, e, epoch, now, notAfter)
+	if err != nil {
+		return nil, 0, err
+	}
+	p := ramdiskParams{
+		siteID: s.cfg.SiteID, appliance: base, mac: n.GetMac(),
+		workflowID: e.GetWorkflowId(), token: string(token), assertion: assertion,
+	}
+	cmdline := p.cmdline(s.cmdline)
+	if len(cmdline) > maxCmdline {
+		return nil, 0, &EntryError{MAC: n.GetMac(), Reason: fmt.Sprintf("the kernel command line would be %d bytes, over the %d-byte limit", len(cmdline), maxCmdline)}
+	}
+	script := ramdiskScript(base, n.GetMac(), s.kernel.resolve(base), s.initrd.resolve(base), cmdline, s.cfg.Retry)
+	return &sitev1.IpxeScript{Script: script, NotAfter: timestamppb.New(notAfter)}, epoch, nil
+}
+
+// token resolves the entry's discovery token; nil when it has no ref.
+func (s *Server) token(ctx context.Context, e *sitev1.ProxyDhcpEntry) ([]byte, error) {
+	ref := e.GetDiscoveryTokenRef()
+	if ref == "" {
+		return nil, nil
+	}
+	if s.cfg.Secrets == nil {
+		return nil, &SecretError{Ref: ref, Err: errors.New("no secret resolver is configured")}
+	}
+	v, err := s.cfg.Secrets.Resolve(ctx, ref)
+	if err != nil {
+		return nil, &SecretError{Ref: ref, Err: err}
+	}
+	if len(v) == 0 || len(v) > maxTokenBytes {
+		return nil, &SecretError{Ref: ref, Err: fmt.Errorf("the token is %d bytes; want 1-%d", len(v), maxTokenBytes)}
+	}
+	return v, nil
+}
+
+// sign builds and signs the DiscoveryAssertion and returns it as unpadded
+// base64url of the serialized SignedDiscoveryAssertion.
+func (s *Server) sign(n *sitev1.IpxeScriptRequest, e *sitev1.ProxyDhcpEntry, epoch uint64, now, notAfter time.Time) (string, error) {
+	a := &sitev1.DiscoveryAssertion{
+		SiteId:          s.cfg.SiteID,
+		SiteAgentNodeId: s.cfg.NodeID,
+		BootLeaseEpoch:  epoch,
+		Mac:             n.GetMac(),
+		Ip:              n.GetIp(),
+		ProductUuid:     n.GetUuid(),
+		WorkflowId:      e.GetWorkflowId(),
+		IssuedAt:        timestamppb.New(now),
+		NotAfter:        timestamppb.New(notAfter),
+	}
+	sa, err := s.cfg.Signer.SignAssertion(a)
+	if err != nil {
+		return "", fmt.Errorf("ipxe: sign assertion: %w", err)
+	}
+	wire, err := proto.MarshalOptions{Deterministic: true}.Marshal(sa)
+	if err != nil {
+		return "", fmt.Errorf("ipxe: encode assertion: %w", err)
+	}
+	return base64.RawURLEncoding.EncodeToString(wire), nil
+}
