@@ -10,8 +10,10 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	agentv1 "github.com/siteboot/siteboot/gen/bettercompute/agent/v1"
 	sitev1 "github.com/siteboot/siteboot/gen/bettercompute/site/v1"
 	sitebootv1 "github.com/siteboot/siteboot/gen/siteboot/v1"
+	"github.com/siteboot/siteboot/images"
 	"github.com/siteboot/siteboot/site"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
@@ -27,10 +29,40 @@ type LeaseInfo interface {
 	AppliedIndex() uint64
 }
 
+// Discovered is the discovered-machine ledger (discovery.Ledger).
+type Discovered interface {
+	List() []*agentv1.DiscoveredMachine
+	Count() int
+}
+
+// Scripts renders what /ipxe would answer (ipxe.Server via a base URL).
+type Scripts interface {
+	Render(ctx context.Context, req *sitev1.IpxeScriptRequest) (*sitev1.IpxeScript, error)
+}
+
+// BootFiles are the first-stage boot files (images.Set).
+type BootFiles interface {
+	Files() []images.File
+	Dir() string
+}
+
+// Keys is the node key that signs assertions (discovery.Signer).
+type Keys interface {
+	KID() string
+	PublicKeyPEM() []byte
+}
+
 // Config configures a Server.
 type Config struct {
 	Store *site.Store
 	Lease LeaseInfo
+	// Discovered, Scripts, BootFiles and Keys back the boot-path RPCs and
+	// status fields; Listeners reports the network services. All optional.
+	Discovered Discovered
+	Scripts    Scripts
+	BootFiles  BootFiles
+	Keys       Keys
+	Listeners  func() []*sitebootv1.Listener
 	// SiteID, NodeID and Version are reported by GetStatus.
 	SiteID, NodeID, Version string
 	StartedAt               time.Time

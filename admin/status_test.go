@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/siteboot/siteboot/ipxe"
 	"github.com/siteboot/siteboot/lease"
 	"github.com/siteboot/siteboot/site"
 	"google.golang.org/grpc/codes"
@@ -25,6 +26,11 @@ func TestStatusMapping(t *testing.T) {
 		{lease.ErrShutdown, codes.Unavailable},
 		{context.DeadlineExceeded, codes.DeadlineExceeded},
 		{context.Canceled, codes.Canceled},
+		{&site.NotReadyError{Field: "entries[0].sanboot_sha256", Digest: "ab"}, codes.FailedPrecondition},
+		{&ipxe.RequestError{Field: "mac", Reason: "bad"}, codes.InvalidArgument},
+		{ipxe.ErrFenced, codes.Unavailable},
+		{&ipxe.SecretError{Ref: "env://X", Err: errors.New("unset")}, codes.FailedPrecondition},
+		{&ipxe.EntryError{MAC: "m", Reason: "r"}, codes.FailedPrecondition},
 		{errors.New("boom"), codes.Internal},
 		{status.Error(codes.NotFound, "kept"), codes.NotFound},
 	}

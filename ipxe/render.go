@@ -34,6 +34,17 @@ func (s *Server) Render(ctx context.Context, req *sitev1.IpxeScriptRequest) (*si
 	return out.script, err
 }
 
+// RenderAt is Render with the appliance's base URL given, for an appliance
+// whose Config.BaseURL is empty (derived per request over HTTP).
+func (s *Server) RenderAt(ctx context.Context, req *sitev1.IpxeScriptRequest, base string) (*sitev1.IpxeScript, error) {
+	b, err := checkBaseURL(base)
+	if err != nil {
+		return nil, &RequestError{Field: "base_url", Reason: err.Error()}
+	}
+	out, err := s.render(ctx, req, b)
+	return out.script, err
+}
+
 func (s *Server) render(ctx context.Context, req *sitev1.IpxeScriptRequest, base string) (outcome, error) {
 	n, err := normalize(req)
 	if err != nil {

@@ -289,3 +289,18 @@ func TestRenderNeedsBaseURL(t *testing.T) {
 		t.Fatal("Render without a BaseURL succeeded")
 	}
 }
+
+func TestRenderAtGivenBase(t *testing.T) {
+	f := newFixture(t, func(c *Config) { c.BaseURL = "" })
+	got, err := f.srv.RenderAt(context.Background(), &sitev1.IpxeScriptRequest{Mac: macChain}, "http://10.9.9.9:8080/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(got.GetScript(), "http://10.9.9.9:8080/boot.ipxe") {
+		t.Fatalf("script does not use the given base:\n%s", got.GetScript())
+	}
+	var re *RequestError
+	if _, err := f.srv.RenderAt(context.Background(), &sitev1.IpxeScriptRequest{Mac: macChain}, "http://10.9.9.9/x?y=1"); !errors.As(err, &re) || re.Field != "base_url" {
+		t.Fatalf("RenderAt with a query in the base = %v; want a base_url RequestError", err)
+	}
+}

@@ -158,6 +158,7 @@ func (a *appliance) buildAPI(context.Context) error {
 		Store: a.store, Lease: a.node, SiteID: a.cfg.SiteID, NodeID: a.cfg.NodeID, Version: version,
 		StartedAt: time.Now(), Now: time.Now, Logger: a.log, Metrics: a.reg,
 		AdminGID: lookupGroup(a.cfg.Admin.Group), AdminGroup: a.cfg.Admin.Group,
+		Discovered: a.ledger, Scripts: scriptPreview{a}, BootFiles: a.boot, Keys: a.signer, Listeners: a.listeners,
 	})
 	return err
 }

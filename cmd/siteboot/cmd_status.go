@@ -1,7 +1,9 @@
 package main
 
 import (
+	"encoding/hex"
 	"fmt"
+	"strings"
 	"time"
 
 	sitebootv1 "github.com/siteboot/siteboot/gen/siteboot/v1"
@@ -42,7 +44,42 @@ func printStatus(cmd *cobra.Command, st *sitebootv1.GetStatusResponse) error {
 		time.Duration(lease.GetTtlMs())*time.Millisecond, st.GetLeaseMode()))
 	t.row("raft", fmt.Sprintf("%s applied=%d", st.GetRaftState(), st.GetAppliedIndex()))
 	t.row("entries", fmt.Sprintf("%d (%d live) for %d nodes", st.GetEntries(), st.GetLiveEntries(), st.GetNodes()))
-	return t.flush()
+	t.row("discovered", st.GetDiscovered())
+	t.row("node key", st.GetNodeKeyId())
+	for _, l := range st.GetListeners() {
+		t.row("listen "+l.GetService(), l.GetAddress())
+	}
+	if st.GetBootFilesDir() == "" {
+		t.row("boot files", "none found (install Debian's ipxe package, or set boot_files.dir)")
+	} else {
+		t.row("boot files", st.GetBootFilesDir())
+	}
+	if err := t.flush(); err != nil {
+		return err
+	}
+	return printBootFiles(cmd, st.GetBootFiles())
+}
+
+// printBootFiles lists the boot files that are a default for some arch,
+// with their digests; files served only by name are counted.
+func printBootFiles(cmd *cobra.Command, files []*sitebootv1.BootFile) error {
+	var byName int
+	t := newTable(cmd.OutOrStdout(), "\nBOOT FILE", "ARCH", "SIZE", "SHA256")
+	for _, f := range files {
+		if len(f.GetArches()) == 0 {
+			byName++
+			continue
+		}
+		t.row(f.GetName(), strings.Join(f.GetArches(), ","), f.GetSize(), hex.EncodeToString(f.GetSha256()))
+	}
+	if err := t.flush(); err != nil {
+		return err
+	}
+	if byName > 0 {
+		_, err := fmt.Fprintf(cmd.OutOrStdout(), "(and %d more served by name; -o json lists all)\n", byName)
+		return err
+	}
+	return nil
 }
 
 func newVersionCmd(cl *clientOptions) *cobra.Command {

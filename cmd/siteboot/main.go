@@ -51,6 +51,8 @@ running appliance (--socket, or SITEBOOT_SOCKET).`,
 		newServeCmd(getenv),
 		newEntryCmd(cl),
 		newStatusCmd(cl),
+		newDiscoveredCmd(cl),
+		newScriptCmd(cl),
 		newVersionCmd(cl),
 	)
 	return root

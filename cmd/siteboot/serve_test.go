@@ -153,3 +153,15 @@ func writeFile(t *testing.T, dir, name, content string) string {
 	}
 	return p
 }
+
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		if cond() {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatal("condition not met within 10 s")
+}

@@ -10,6 +10,7 @@
 package sitebootv1
 
 import (
+	v11 "github.com/siteboot/siteboot/gen/bettercompute/agent/v1"
 	v1 "github.com/siteboot/siteboot/gen/bettercompute/site/v1"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
@@ -390,8 +391,22 @@ type GetStatusResponse struct {
 	// Shutdown.
 	RaftState string `protobuf:"bytes,9,opt,name=raft_state,json=raftState,proto3" json:"raft_state,omitempty"`
 	// applied_index is the last raft log index applied to the local state.
-	AppliedIndex  uint64                 `protobuf:"varint,10,opt,name=applied_index,json=appliedIndex,proto3" json:"applied_index,omitempty"`
-	StartedAt     *timestamppb.Timestamp `protobuf:"bytes,11,opt,name=started_at,json=startedAt,proto3" json:"started_at,omitempty"`
+	AppliedIndex uint64                 `protobuf:"varint,10,opt,name=applied_index,json=appliedIndex,proto3" json:"applied_index,omitempty"`
+	StartedAt    *timestamppb.Timestamp `protobuf:"bytes,11,opt,name=started_at,json=startedAt,proto3" json:"started_at,omitempty"`
+	// boot_files are the first-stage boot files this appliance serves over
+	// TFTP and HTTP, with their digests.
+	BootFiles []*BootFile `protobuf:"bytes,12,rep,name=boot_files,json=bootFiles,proto3" json:"boot_files,omitempty"`
+	// boot_files_dir is where they were found; empty when none were.
+	BootFilesDir string `protobuf:"bytes,13,opt,name=boot_files_dir,json=bootFilesDir,proto3" json:"boot_files_dir,omitempty"`
+	// discovered counts the machines in the discovered ledger.
+	Discovered uint32 `protobuf:"varint,14,opt,name=discovered,proto3" json:"discovered,omitempty"`
+	// node_key_id is the kid of this appliance's node key, which signs
+	// discovery assertions; node_public_key_pem is its public key, so a
+	// verifier can check assertions without trusting the channel they came by.
+	NodeKeyId        string `protobuf:"bytes,15,opt,name=node_key_id,json=nodeKeyId,proto3" json:"node_key_id,omitempty"`
+	NodePublicKeyPem string `protobuf:"bytes,16,opt,name=node_public_key_pem,json=nodePublicKeyPem,proto3" json:"node_public_key_pem,omitempty"`
+	// listeners are the network services this appliance runs.
+	Listeners     []*Listener `protobuf:"bytes,17,rep,name=listeners,proto3" json:"listeners,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -503,11 +518,261 @@ func (x *GetStatusResponse) GetStartedAt() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *GetStatusResponse) GetBootFiles() []*BootFile {
+	if x != nil {
+		return x.BootFiles
+	}
+	return nil
+}
+
+func (x *GetStatusResponse) GetBootFilesDir() string {
+	if x != nil {
+		return x.BootFilesDir
+	}
+	return ""
+}
+
+func (x *GetStatusResponse) GetDiscovered() uint32 {
+	if x != nil {
+		return x.Discovered
+	}
+	return 0
+}
+
+func (x *GetStatusResponse) GetNodeKeyId() string {
+	if x != nil {
+		return x.NodeKeyId
+	}
+	return ""
+}
+
+func (x *GetStatusResponse) GetNodePublicKeyPem() string {
+	if x != nil {
+		return x.NodePublicKeyPem
+	}
+	return ""
+}
+
+func (x *GetStatusResponse) GetListeners() []*Listener {
+	if x != nil {
+		return x.Listeners
+	}
+	return nil
+}
+
+// BootFile is one first-stage boot file.
+type BootFile struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// arches are the client arches it is the default for (bios, x86_64-efi,
+	// …); empty when it is served only by name.
+	Arches        []string `protobuf:"bytes,2,rep,name=arches,proto3" json:"arches,omitempty"`
+	Size          uint64   `protobuf:"varint,3,opt,name=size,proto3" json:"size,omitempty"`
+	Sha256        []byte   `protobuf:"bytes,4,opt,name=sha256,proto3" json:"sha256,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BootFile) Reset() {
+	*x = BootFile{}
+	mi := &file_siteboot_v1_siteboot_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BootFile) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BootFile) ProtoMessage() {}
+
+func (x *BootFile) ProtoReflect() protoreflect.Message {
+	mi := &file_siteboot_v1_siteboot_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BootFile.ProtoReflect.Descriptor instead.
+func (*BootFile) Descriptor() ([]byte, []int) {
+	return file_siteboot_v1_siteboot_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *BootFile) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *BootFile) GetArches() []string {
+	if x != nil {
+		return x.Arches
+	}
+	return nil
+}
+
+func (x *BootFile) GetSize() uint64 {
+	if x != nil {
+		return x.Size
+	}
+	return 0
+}
+
+func (x *BootFile) GetSha256() []byte {
+	if x != nil {
+		return x.Sha256
+	}
+	return nil
+}
+
+// Listener is one network service and where it listens.
+type Listener struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// service is "dhcp", "tftp", "http" or "admin".
+	Service string `protobuf:"bytes,1,opt,name=service,proto3" json:"service,omitempty"`
+	// address is the socket address; for dhcp, "<iface>/<ip>:<port>".
+	Address       string `protobuf:"bytes,2,opt,name=address,proto3" json:"address,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Listener) Reset() {
+	*x = Listener{}
+	mi := &file_siteboot_v1_siteboot_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Listener) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Listener) ProtoMessage() {}
+
+func (x *Listener) ProtoReflect() protoreflect.Message {
+	mi := &file_siteboot_v1_siteboot_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Listener.ProtoReflect.Descriptor instead.
+func (*Listener) Descriptor() ([]byte, []int) {
+	return file_siteboot_v1_siteboot_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *Listener) GetService() string {
+	if x != nil {
+		return x.Service
+	}
+	return ""
+}
+
+func (x *Listener) GetAddress() string {
+	if x != nil {
+		return x.Address
+	}
+	return ""
+}
+
+// ListDiscoveredRequest has no parameters.
+type ListDiscoveredRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListDiscoveredRequest) Reset() {
+	*x = ListDiscoveredRequest{}
+	mi := &file_siteboot_v1_siteboot_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListDiscoveredRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListDiscoveredRequest) ProtoMessage() {}
+
+func (x *ListDiscoveredRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_siteboot_v1_siteboot_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListDiscoveredRequest.ProtoReflect.Descriptor instead.
+func (*ListDiscoveredRequest) Descriptor() ([]byte, []int) {
+	return file_siteboot_v1_siteboot_proto_rawDescGZIP(), []int{10}
+}
+
+// ListDiscoveredResponse lists discovered machines, most recently seen first.
+type ListDiscoveredResponse struct {
+	state         protoimpl.MessageState   `protogen:"open.v1"`
+	Machines      []*v11.DiscoveredMachine `protobuf:"bytes,1,rep,name=machines,proto3" json:"machines,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListDiscoveredResponse) Reset() {
+	*x = ListDiscoveredResponse{}
+	mi := &file_siteboot_v1_siteboot_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListDiscoveredResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListDiscoveredResponse) ProtoMessage() {}
+
+func (x *ListDiscoveredResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_siteboot_v1_siteboot_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListDiscoveredResponse.ProtoReflect.Descriptor instead.
+func (*ListDiscoveredResponse) Descriptor() ([]byte, []int) {
+	return file_siteboot_v1_siteboot_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *ListDiscoveredResponse) GetMachines() []*v11.DiscoveredMachine {
+	if x != nil {
+		return x.Machines
+	}
+	return nil
+}
+
 var File_siteboot_v1_siteboot_proto protoreflect.FileDescriptor
 
 const file_siteboot_v1_siteboot_proto_rawDesc = "" +
 	"\n" +
-	"\x1asiteboot/v1/siteboot.proto\x12\vsiteboot.v1\x1a bettercompute/site/v1/site.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"q\n" +
+	"\x1asiteboot/v1/siteboot.proto\x12\vsiteboot.v1\x1a$bettercompute/agent/v1/session.proto\x1a bettercompute/site/v1/site.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"q\n" +
 	"\x15PrepareRamdiskRequest\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12?\n" +
 	"\aentries\x18\x02 \x03(\v2%.bettercompute.site.v1.ProxyDhcpEntryR\aentries\"F\n" +
@@ -525,7 +790,7 @@ const file_siteboot_v1_siteboot_proto_rawDesc = "" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\"C\n" +
 	"\x13ListEntriesResponse\x12,\n" +
 	"\aentries\x18\x01 \x03(\v2\x12.siteboot.v1.EntryR\aentries\"\x12\n" +
-	"\x10GetStatusRequest\"\x8d\x03\n" +
+	"\x10GetStatusRequest\"\x8d\x05\n" +
 	"\x11GetStatusResponse\x12\x17\n" +
 	"\asite_id\x18\x01 \x01(\tR\x06siteId\x12\x17\n" +
 	"\anode_id\x18\x02 \x01(\tR\x06nodeId\x12\x18\n" +
@@ -541,12 +806,34 @@ const file_siteboot_v1_siteboot_proto_rawDesc = "" +
 	"\rapplied_index\x18\n" +
 	" \x01(\x04R\fappliedIndex\x129\n" +
 	"\n" +
-	"started_at\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\tstartedAt2\xd7\x02\n" +
+	"started_at\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\tstartedAt\x124\n" +
+	"\n" +
+	"boot_files\x18\f \x03(\v2\x15.siteboot.v1.BootFileR\tbootFiles\x12$\n" +
+	"\x0eboot_files_dir\x18\r \x01(\tR\fbootFilesDir\x12\x1e\n" +
+	"\n" +
+	"discovered\x18\x0e \x01(\rR\n" +
+	"discovered\x12\x1e\n" +
+	"\vnode_key_id\x18\x0f \x01(\tR\tnodeKeyId\x12-\n" +
+	"\x13node_public_key_pem\x18\x10 \x01(\tR\x10nodePublicKeyPem\x123\n" +
+	"\tlisteners\x18\x11 \x03(\v2\x15.siteboot.v1.ListenerR\tlisteners\"b\n" +
+	"\bBootFile\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
+	"\x06arches\x18\x02 \x03(\tR\x06arches\x12\x12\n" +
+	"\x04size\x18\x03 \x01(\x04R\x04size\x12\x16\n" +
+	"\x06sha256\x18\x04 \x01(\fR\x06sha256\">\n" +
+	"\bListener\x12\x18\n" +
+	"\aservice\x18\x01 \x01(\tR\aservice\x12\x18\n" +
+	"\aaddress\x18\x02 \x01(\tR\aaddress\"\x17\n" +
+	"\x15ListDiscoveredRequest\"_\n" +
+	"\x16ListDiscoveredResponse\x12E\n" +
+	"\bmachines\x18\x01 \x03(\v2).bettercompute.agent.v1.DiscoveredMachineR\bmachines2\x8f\x04\n" +
 	"\bSiteBoot\x12Y\n" +
 	"\x0ePrepareRamdisk\x12\".siteboot.v1.PrepareRamdiskRequest\x1a#.siteboot.v1.PrepareRamdiskResponse\x12R\n" +
 	"\aCleanUp\x12).bettercompute.site.v1.BootCleanUpRequest\x1a\x1c.siteboot.v1.CleanUpResponse\x12P\n" +
 	"\vListEntries\x12\x1f.siteboot.v1.ListEntriesRequest\x1a .siteboot.v1.ListEntriesResponse\x12J\n" +
-	"\tGetStatus\x12\x1d.siteboot.v1.GetStatusRequest\x1a\x1e.siteboot.v1.GetStatusResponseB\xa6\x01\n" +
+	"\tGetStatus\x12\x1d.siteboot.v1.GetStatusRequest\x1a\x1e.siteboot.v1.GetStatusResponse\x12Y\n" +
+	"\x0eListDiscovered\x12\".siteboot.v1.ListDiscoveredRequest\x1a#.siteboot.v1.ListDiscoveredResponse\x12[\n" +
+	"\fRenderScript\x12(.bettercompute.site.v1.IpxeScriptRequest\x1a!.bettercompute.site.v1.IpxeScriptB\xa6\x01\n" +
 	"\x0fcom.siteboot.v1B\rSitebootProtoP\x01Z7github.com/siteboot/siteboot/gen/siteboot/v1;sitebootv1\xa2\x02\x03SXX\xaa\x02\vSiteboot.V1\xca\x02\vSiteboot\\V1\xe2\x02\x17Siteboot\\V1\\GPBMetadata\xea\x02\fSiteboot::V1b\x06proto3"
 
 var (
@@ -561,7 +848,7 @@ func file_siteboot_v1_siteboot_proto_rawDescGZIP() []byte {
 	return file_siteboot_v1_siteboot_proto_rawDescData
 }
 
-var file_siteboot_v1_siteboot_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
+var file_siteboot_v1_siteboot_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
 var file_siteboot_v1_siteboot_proto_goTypes = []any{
 	(*PrepareRamdiskRequest)(nil),  // 0: siteboot.v1.PrepareRamdiskRequest
 	(*PrepareRamdiskResponse)(nil), // 1: siteboot.v1.PrepareRamdiskResponse
@@ -571,32 +858,46 @@ var file_siteboot_v1_siteboot_proto_goTypes = []any{
 	(*ListEntriesResponse)(nil),    // 5: siteboot.v1.ListEntriesResponse
 	(*GetStatusRequest)(nil),       // 6: siteboot.v1.GetStatusRequest
 	(*GetStatusResponse)(nil),      // 7: siteboot.v1.GetStatusResponse
-	(*v1.ProxyDhcpEntry)(nil),      // 8: bettercompute.site.v1.ProxyDhcpEntry
-	(*timestamppb.Timestamp)(nil),  // 9: google.protobuf.Timestamp
-	(*v1.BootLeaseState)(nil),      // 10: bettercompute.site.v1.BootLeaseState
-	(*v1.BootCleanUpRequest)(nil),  // 11: bettercompute.site.v1.BootCleanUpRequest
+	(*BootFile)(nil),               // 8: siteboot.v1.BootFile
+	(*Listener)(nil),               // 9: siteboot.v1.Listener
+	(*ListDiscoveredRequest)(nil),  // 10: siteboot.v1.ListDiscoveredRequest
+	(*ListDiscoveredResponse)(nil), // 11: siteboot.v1.ListDiscoveredResponse
+	(*v1.ProxyDhcpEntry)(nil),      // 12: bettercompute.site.v1.ProxyDhcpEntry
+	(*timestamppb.Timestamp)(nil),  // 13: google.protobuf.Timestamp
+	(*v1.BootLeaseState)(nil),      // 14: bettercompute.site.v1.BootLeaseState
+	(*v11.DiscoveredMachine)(nil),  // 15: bettercompute.agent.v1.DiscoveredMachine
+	(*v1.BootCleanUpRequest)(nil),  // 16: bettercompute.site.v1.BootCleanUpRequest
+	(*v1.IpxeScriptRequest)(nil),   // 17: bettercompute.site.v1.IpxeScriptRequest
+	(*v1.IpxeScript)(nil),          // 18: bettercompute.site.v1.IpxeScript
 }
 var file_siteboot_v1_siteboot_proto_depIdxs = []int32{
-	8,  // 0: siteboot.v1.PrepareRamdiskRequest.entries:type_name -> bettercompute.site.v1.ProxyDhcpEntry
+	12, // 0: siteboot.v1.PrepareRamdiskRequest.entries:type_name -> bettercompute.site.v1.ProxyDhcpEntry
 	2,  // 1: siteboot.v1.PrepareRamdiskResponse.entries:type_name -> siteboot.v1.Entry
-	8,  // 2: siteboot.v1.Entry.entry:type_name -> bettercompute.site.v1.ProxyDhcpEntry
-	9,  // 3: siteboot.v1.Entry.created_at:type_name -> google.protobuf.Timestamp
+	12, // 2: siteboot.v1.Entry.entry:type_name -> bettercompute.site.v1.ProxyDhcpEntry
+	13, // 3: siteboot.v1.Entry.created_at:type_name -> google.protobuf.Timestamp
 	2,  // 4: siteboot.v1.ListEntriesResponse.entries:type_name -> siteboot.v1.Entry
-	10, // 5: siteboot.v1.GetStatusResponse.lease:type_name -> bettercompute.site.v1.BootLeaseState
-	9,  // 6: siteboot.v1.GetStatusResponse.started_at:type_name -> google.protobuf.Timestamp
-	0,  // 7: siteboot.v1.SiteBoot.PrepareRamdisk:input_type -> siteboot.v1.PrepareRamdiskRequest
-	11, // 8: siteboot.v1.SiteBoot.CleanUp:input_type -> bettercompute.site.v1.BootCleanUpRequest
-	4,  // 9: siteboot.v1.SiteBoot.ListEntries:input_type -> siteboot.v1.ListEntriesRequest
-	6,  // 10: siteboot.v1.SiteBoot.GetStatus:input_type -> siteboot.v1.GetStatusRequest
-	1,  // 11: siteboot.v1.SiteBoot.PrepareRamdisk:output_type -> siteboot.v1.PrepareRamdiskResponse
-	3,  // 12: siteboot.v1.SiteBoot.CleanUp:output_type -> siteboot.v1.CleanUpResponse
-	5,  // 13: siteboot.v1.SiteBoot.ListEntries:output_type -> siteboot.v1.ListEntriesResponse
-	7,  // 14: siteboot.v1.SiteBoot.GetStatus:output_type -> siteboot.v1.GetStatusResponse
-	11, // [11:15] is the sub-list for method output_type
-	7,  // [7:11] is the sub-list for method input_type
-	7,  // [7:7] is the sub-list for extension type_name
-	7,  // [7:7] is the sub-list for extension extendee
-	0,  // [0:7] is the sub-list for field type_name
+	14, // 5: siteboot.v1.GetStatusResponse.lease:type_name -> bettercompute.site.v1.BootLeaseState
+	13, // 6: siteboot.v1.GetStatusResponse.started_at:type_name -> google.protobuf.Timestamp
+	8,  // 7: siteboot.v1.GetStatusResponse.boot_files:type_name -> siteboot.v1.BootFile
+	9,  // 8: siteboot.v1.GetStatusResponse.listeners:type_name -> siteboot.v1.Listener
+	15, // 9: siteboot.v1.ListDiscoveredResponse.machines:type_name -> bettercompute.agent.v1.DiscoveredMachine
+	0,  // 10: siteboot.v1.SiteBoot.PrepareRamdisk:input_type -> siteboot.v1.PrepareRamdiskRequest
+	16, // 11: siteboot.v1.SiteBoot.CleanUp:input_type -> bettercompute.site.v1.BootCleanUpRequest
+	4,  // 12: siteboot.v1.SiteBoot.ListEntries:input_type -> siteboot.v1.ListEntriesRequest
+	6,  // 13: siteboot.v1.SiteBoot.GetStatus:input_type -> siteboot.v1.GetStatusRequest
+	10, // 14: siteboot.v1.SiteBoot.ListDiscovered:input_type -> siteboot.v1.ListDiscoveredRequest
+	17, // 15: siteboot.v1.SiteBoot.RenderScript:input_type -> bettercompute.site.v1.IpxeScriptRequest
+	1,  // 16: siteboot.v1.SiteBoot.PrepareRamdisk:output_type -> siteboot.v1.PrepareRamdiskResponse
+	3,  // 17: siteboot.v1.SiteBoot.CleanUp:output_type -> siteboot.v1.CleanUpResponse
+	5,  // 18: siteboot.v1.SiteBoot.ListEntries:output_type -> siteboot.v1.ListEntriesResponse
+	7,  // 19: siteboot.v1.SiteBoot.GetStatus:output_type -> siteboot.v1.GetStatusResponse
+	11, // 20: siteboot.v1.SiteBoot.ListDiscovered:output_type -> siteboot.v1.ListDiscoveredResponse
+	18, // 21: siteboot.v1.SiteBoot.RenderScript:output_type -> bettercompute.site.v1.IpxeScript
+	16, // [16:22] is the sub-list for method output_type
+	10, // [10:16] is the sub-list for method input_type
+	10, // [10:10] is the sub-list for extension type_name
+	10, // [10:10] is the sub-list for extension extendee
+	0,  // [0:10] is the sub-list for field type_name
 }
 
 func init() { file_siteboot_v1_siteboot_proto_init() }
@@ -610,7 +911,7 @@ func file_siteboot_v1_siteboot_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_siteboot_v1_siteboot_proto_rawDesc), len(file_siteboot_v1_siteboot_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   8,
+			NumMessages:   12,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

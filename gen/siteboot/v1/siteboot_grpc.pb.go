@@ -27,6 +27,8 @@ const (
 	SiteBoot_CleanUp_FullMethodName        = "/siteboot.v1.SiteBoot/CleanUp"
 	SiteBoot_ListEntries_FullMethodName    = "/siteboot.v1.SiteBoot/ListEntries"
 	SiteBoot_GetStatus_FullMethodName      = "/siteboot.v1.SiteBoot/GetStatus"
+	SiteBoot_ListDiscovered_FullMethodName = "/siteboot.v1.SiteBoot/ListDiscovered"
+	SiteBoot_RenderScript_FullMethodName   = "/siteboot.v1.SiteBoot/RenderScript"
 )
 
 // SiteBootClient is the client API for SiteBoot service.
@@ -47,6 +49,14 @@ type SiteBootClient interface {
 	ListEntries(ctx context.Context, in *ListEntriesRequest, opts ...grpc.CallOption) (*ListEntriesResponse, error)
 	// GetStatus reports what this appliance is and holds.
 	GetStatus(ctx context.Context, in *GetStatusRequest, opts ...grpc.CallOption) (*GetStatusResponse, error)
+	// ListDiscovered lists the machines that asked for a network boot
+	// without a live entry (never answered).
+	ListDiscovered(ctx context.Context, in *ListDiscoveredRequest, opts ...grpc.CallOption) (*ListDiscoveredResponse, error)
+	// RenderScript renders the iPXE script a machine would get from /ipxe
+	// right now, exactly: for a ramdisk entry it resolves the discovery token
+	// and signs a fresh assertion (the contract puts both into the script).
+	// Unlike /ipxe it records nothing for an unknown machine.
+	RenderScript(ctx context.Context, in *v1.IpxeScriptRequest, opts ...grpc.CallOption) (*v1.IpxeScript, error)
 }
 
 type siteBootClient struct {
@@ -97,6 +107,26 @@ func (c *siteBootClient) GetStatus(ctx context.Context, in *GetStatusRequest, op
 	return out, nil
 }
 
+func (c *siteBootClient) ListDiscovered(ctx context.Context, in *ListDiscoveredRequest, opts ...grpc.CallOption) (*ListDiscoveredResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListDiscoveredResponse)
+	err := c.cc.Invoke(ctx, SiteBoot_ListDiscovered_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *siteBootClient) RenderScript(ctx context.Context, in *v1.IpxeScriptRequest, opts ...grpc.CallOption) (*v1.IpxeScript, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(v1.IpxeScript)
+	err := c.cc.Invoke(ctx, SiteBoot_RenderScript_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // SiteBootServer is the server API for SiteBoot service.
 // All implementations must embed UnimplementedSiteBootServer
 // for forward compatibility.
@@ -115,6 +145,14 @@ type SiteBootServer interface {
 	ListEntries(context.Context, *ListEntriesRequest) (*ListEntriesResponse, error)
 	// GetStatus reports what this appliance is and holds.
 	GetStatus(context.Context, *GetStatusRequest) (*GetStatusResponse, error)
+	// ListDiscovered lists the machines that asked for a network boot
+	// without a live entry (never answered).
+	ListDiscovered(context.Context, *ListDiscoveredRequest) (*ListDiscoveredResponse, error)
+	// RenderScript renders the iPXE script a machine would get from /ipxe
+	// right now, exactly: for a ramdisk entry it resolves the discovery token
+	// and signs a fresh assertion (the contract puts both into the script).
+	// Unlike /ipxe it records nothing for an unknown machine.
+	RenderScript(context.Context, *v1.IpxeScriptRequest) (*v1.IpxeScript, error)
 	mustEmbedUnimplementedSiteBootServer()
 }
 
@@ -136,6 +174,12 @@ func (UnimplementedSiteBootServer) ListEntries(context.Context, *ListEntriesRequ
 }
 func (UnimplementedSiteBootServer) GetStatus(context.Context, *GetStatusRequest) (*GetStatusResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetStatus not implemented")
+}
+func (UnimplementedSiteBootServer) ListDiscovered(context.Context, *ListDiscoveredRequest) (*ListDiscoveredResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListDiscovered not implemented")
+}
+func (UnimplementedSiteBootServer) RenderScript(context.Context, *v1.IpxeScriptRequest) (*v1.IpxeScript, error) {
+	return nil, status.Error(codes.Unimplemented, "method RenderScript not implemented")
 }
 func (UnimplementedSiteBootServer) mustEmbedUnimplementedSiteBootServer() {}
 func (UnimplementedSiteBootServer) testEmbeddedByValue()                  {}
@@ -230,6 +274,42 @@ func _SiteBoot_GetStatus_Handler(srv interface{}, ctx context.Context, dec func(
 	return interceptor(ctx, in, info, handler)
 }
 
+func _SiteBoot_ListDiscovered_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListDiscoveredRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SiteBootServer).ListDiscovered(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: SiteBoot_ListDiscovered_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SiteBootServer).ListDiscovered(ctx, req.(*ListDiscoveredRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _SiteBoot_RenderScript_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(v1.IpxeScriptRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SiteBootServer).RenderScript(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: SiteBoot_RenderScript_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SiteBootServer).RenderScript(ctx, req.(*v1.IpxeScriptRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // SiteBoot_ServiceDesc is the grpc.ServiceDesc for SiteBoot service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -252,6 +332,14 @@ var SiteBoot_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "GetStatus",
 			Handler:    _SiteBoot_GetStatus_Handler,
+		},
+		{
+			MethodName: "ListDiscovered",
+			Handler:    _SiteBoot_ListDiscovered_Handler,
+		},
+		{
+			MethodName: "RenderScript",
+			Handler:    _SiteBoot_RenderScript_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -1,0 +1,90 @@
+package main
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+)
+
+func httpAddr(t *testing.T, socket string) string {
+	t.Helper()
+	st, err := getStatus(socket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range st.GetListeners() {
+		if l.GetService() == "http" {
+			return l.GetAddress()
+		}
+	}
+	t.Fatal("status lists no http listener")
+	return ""
+}
+
+func TestCLIScriptAndDiscovered(t *testing.T) {
+	t.Setenv("SITEBOOT_TEST_TOKEN", "tok-very-secret")
+	cfg := testConfig(t)
+	cfg.Ramdisk.Kernel = "http://10.0.0.9/vmlinuz"
+	cfg.Ramdisk.Initrd = "http://10.0.0.9/initrd.img"
+	cfg.Ramdisk.Cmdline = "console=ttyS0"
+	a := startAppliance(t, cfg)
+	sock := a.cfg.Admin.Socket
+	mustCLI(t, sock, "entry", "add", "--node-id", "n1", "--mac", "52:54:00:00:00:01", "--workflow-id", "wf-7",
+		"--discovery-token-ref", "env://SITEBOOT_TEST_TOKEN")
+
+	out := mustCLI(t, sock, "script", "--mac", "52-54-00-00-00-01", "--buildarch", "x86_64", "--platform", "efi")
+	for _, want := range []string{"#!ipxe", "kernel --name kernel http://10.0.0.9/vmlinuz initrd=initrd console=ttyS0",
+		"bc.workflow_id=wf-7", "bc.discovery_token=<redacted>", "bc.assertion=", "initrd --name initrd http://10.0.0.9/initrd.img"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("script lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "tok-very-secret") {
+		t.Fatalf("script shows the token without --reveal-token:\n%s", out)
+	}
+	if out := mustCLI(t, sock, "script", "--mac", "52:54:00:00:00:01", "--reveal-token"); !strings.Contains(out, "bc.discovery_token=tok-very-secret") {
+		t.Fatalf("--reveal-token does not show the token:\n%s", out)
+	}
+	if _, _, err := cli(t, sock, "script", "--mac", "nonsense"); err == nil || !strings.Contains(errorLine(err), "(InvalidArgument)") {
+		t.Fatalf("script with a bad MAC: %v", err)
+	}
+
+	// A preview of an unknown machine records nothing; /ipxe does.
+	if out := mustCLI(t, sock, "script", "--mac", "52:54:00:00:00:77"); !strings.Contains(out, "not registered") {
+		t.Fatalf("unknown machine preview:\n%s", out)
+	}
+	if out := mustCLI(t, sock, "discovered", "ls", "-o", "json"); strings.Contains(out, "52:54:00:00:00:77") {
+		t.Fatalf("the preview recorded a discovered machine:\n%s", out)
+	}
+	resp, err := http.Get("http://" + httpAddr(t, sock) + "/ipxe?mac=52:54:00:00:00:77&uuid=4C4C4544-0047-3510-8052-B4C04F4E3832&buildarch=i386&platform=pcbios")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.Contains(string(body), "not registered") {
+		t.Fatalf("/ipxe for an unknown machine: %d %s", resp.StatusCode, body)
+	}
+	var got struct {
+		Machines []struct {
+			Mac, ProductUUID, Arch string
+			Count                  int
+		}
+	}
+	raw := mustCLI(t, sock, "discovered", "ls", "-o", "json")
+	if err := json.Unmarshal([]byte(strings.ReplaceAll(raw, "productUuid", "productUUID")), &got); err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Machines) != 1 || got.Machines[0].Mac != "52:54:00:00:00:77" || got.Machines[0].Arch != "bios" ||
+		got.Machines[0].ProductUUID != "4c4c4544-0047-3510-8052-b4c04f4e3832" || got.Machines[0].Count != 1 {
+		t.Fatalf("discovered ls = %s", raw)
+	}
+	if status := mustCLI(t, sock, "status"); !strings.Contains(status, "discovered    1") {
+		t.Fatalf("status does not count the discovered machine:\n%s", status)
+	}
+	// Adding an entry for it takes it off the discovered list.
+	mustCLI(t, sock, "entry", "add", "--node-id", "n2", "--mac", "52:54:00:00:00:77")
+	waitFor(t, func() bool { return !strings.Contains(mustCLI(t, sock, "discovered", "ls"), "52:54:00:00:00:77") })
+}
