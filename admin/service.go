@@ -6,10 +6,10 @@ import (
 
 	sitev1 "github.com/siteboot/siteboot/gen/bettercompute/site/v1"
 	statev1 "github.com/siteboot/siteboot/gen/siteboot/state/v1"
+	sitebootv1 "github.com/siteboot/siteboot/gen/siteboot/v1"
 	"github.com/siteboot/siteboot/ipxe"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
-	sitebootv1 "github.com/siteboot/siteboot/gen/siteboot/v1"
 	"google.golang.org/protobuf/types/known/timestamppb"
 )
 
