@@ -1,0 +1,196 @@
+package imagecache
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Cache is the verified image cache of one data directory. It is safe for
+// concurrent use. Open it, serve Handler, run Run, and Close it after Run
+// has returned.
+type Cache struct {
+	cfg       Config
+	log       *slog.Logger
+	client    *http.Client
+	own       *http.Transport // the default transport, closed by Close
+	dir       string
+	blobDir   string
+	ingestDir string
+	lockFile  *os.File
+	m         *metrics
+
+	indexMu sync.Mutex // serialises index writes; taken before mu, never inside it
+
+	mu      sync.Mutex
+	entries map[[32]byte]*entry
+	changed chan struct{} // closed and replaced on every state change
+	seq     uint64        // queue order
+	dirty   bool          // last-used times changed since the last index write
+
+	kick chan struct{}
+}
+
+// entry is one image. Fields without a comment are guarded by Cache.mu.
+type entry struct {
+	digest   [32]byte
+	want     Want
+	state    State
+	size     int64 // blob size when ready or evicting
+	lastUsed time.Time
+	failedAt time.Time
+	reason   string
+	listed   bool
+	added    bool
+	readers  int
+	queued   uint64 // order among queued entries
+	busy     bool   // a worker owns its ingest files
+	restart  bool   // drop the partial data when the worker stops
+	cancel   context.CancelFunc
+
+	done  atomic.Int64 // bytes pulled, written by the worker
+	total atomic.Int64 // origin size, -1 when unknown
+}
+
+func (e *entry) wanted() bool { return e.listed || e.added }
+
+// Open opens (creating it if needed) the cache in cfg.Dir: it takes the
+// directory's lock, loads the index, scrubs leftovers of earlier runs and
+// registers the metrics. It binds no socket and starts no pull: Run does.
+func Open(cfg Config) (*Cache, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	c := &Cache{
+		cfg: cfg, log: cfg.Logger, dir: cfg.Dir,
+		blobDir:   filepath.Join(cfg.Dir, "blobs", "sha256"),
+		ingestDir: filepath.Join(cfg.Dir, "ingest"),
+		entries:   make(map[[32]byte]*entry),
+		changed:   make(chan struct{}),
+		kick:      make(chan struct{}, 1),
+	}
+	c.client, c.own = pullClient(cfg.HTTPClient)
+	if err := c.openDir(); err != nil {
+		return nil, err
+	}
+	if err := c.load(); err != nil {
+		c.unlock()
+		return nil, err
+	}
+	c.m = newMetrics(c)
+	if cfg.Metrics != nil {
+		if err := c.m.register(cfg.Metrics); err != nil {
+			c.unlock()
+			return nil, fmt.Errorf("imagecache: register metrics: %w", err)
+		}
+	}
+	if err := c.persist(); err != nil {
+		c.unlock()
+		return nil, err
+	}
+	return c, nil
+}
+
+func (c *Cache) openDir() error {
+	for _, d := range []string{c.dir, c.blobDir, c.ingestDir} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return fmt.Errorf("imagecache: create %s: %w", d, err)
+		}
+	}
+	f, err := lockDir(filepath.Join(c.dir, "lock"))
+	if err != nil {
+		return err
+	}
+	c.lockFile = f
+	return nil
+}
+
+func (c *Cache) unlock() {
+	if c.lockFile != nil {
+		c.lockFile.Close()
+		c.lockFile = nil
+	}
+}
+
+// Close persists the index and releases the directory. Call it after Run
+// has returned.
+func (c *Cache) Close() error {
+	err := c.persist()
+	if c.own != nil {
+		c.own.CloseIdleConnections()
+	}
+	c.unlock()
+	return err
+}
+
+// pullClient returns the client pulls use: a shallow copy of base (or a
+// default one) that refuses redirects from https to http.
+func pullClient(base *http.Client) (*http.Client, *http.Transport) {
+	var own *http.Transport
+	if base == nil {
+		own = &http.Transport{
+			DialContext:           (&net.Dialer{Timeout: 30 * time.Second}).DialContext,
+			TLSHandshakeTimeout:   15 * time.Second,
+			ResponseHeaderTimeout: time.Minute,
+			IdleConnTimeout:       90 * time.Second,
+			MaxIdleConnsPerHost:   4,
+			DisableCompression:    true,
+			ForceAttemptHTTP2:     true,
+		}
+		base = &http.Client{Transport: own}
+	}
+	cl := *base
+	next := base.CheckRedirect
+	cl.CheckRedirect = func(req *http.Request, via []*http.Request) error {
+		for _, v := range via {
+			if v.URL.Scheme == "https" && req.URL.Scheme != "https" {
+				return errors.New("redirect from https to http refused")
+			}
+		}
+		if next != nil {
+			return next(req, via)
+		}
+		if len(via) >= 10 {
+			return errors.New("stopped after 10 redirects")
+		}
+		return nil
+	}
+	return &cl, own
+}
+
+// notifyLocked wakes everything waiting for a state change.
+func (c *Cache) notifyLocked() {
+	close(c.changed)
+	c.changed = make(chan struct{})
+}
+
+// kickWorkers wakes one idle worker.
+func (c *Cache) kickWorkers() {
+	select {
+	case c.kick <- struct{}{}:
+	default:
+	}
+}
+
+func (c *Cache) blobPath(d [32]byte) string { return filepath.Join(c.blobDir, hexOf(d)) }
+func (c *Cache) partPath(d [32]byte) string { return filepath.Join(c.ingestDir, hexOf(d)+".part") }
+func (c *Cache) ckptPath(d [32]byte) string { return filepath.Join(c.ingestDir, hexOf(d)+".ckpt") }
+func (c *Cache) indexPath() string          { return filepath.Join(c.dir, "index.json") }
+
+// removeIngestLocked deletes the ingest files of an entry no worker owns.
+func (c *Cache) removeIngestLocked(d [32]byte) {
+	for _, p := range []string{c.partPath(d), c.ckptPath(d)} {
+		if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
+			c.log.Error("imagecache: remove ingest file", "path", p, "err", err)
+		}
+	}
+}

@@ -1,0 +1,168 @@
+package imagecache
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"strconv"
+)
+
+// Handler returns the handler of GET and HEAD /cache/<sha256 hex>: mount it
+// on PathPrefix. It serves only verified blobs; an image still pulling gets
+// 503 with Retry-After, an unknown, failed or evicting one 404, a malformed
+// path 400. The response writer reaches the file unwrapped, so the body
+// goes out through the kernel's sendfile path.
+func (c *Cache) Handler() http.Handler { return handler{c: c} }
+
+type handler struct{ c *Cache }
+
+func (h handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	code, sent := h.c.serve(w, r)
+	h.c.m.requests.WithLabelValues(strconv.Itoa(code)).Inc()
+	h.c.m.bytesServed.Add(float64(sent))
+}
+
+func (c *Cache) serve(w http.ResponseWriter, r *http.Request) (int, int64) {
+	log := c.log.With("method", r.Method, "path", clip(r.URL.Path), "remote", r.RemoteAddr)
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		w.Header().Set("Allow", "GET, HEAD")
+		return reply(w, http.StatusMethodNotAllowed, "method not allowed")
+	}
+	d, err := ParsePath(r.URL.Path)
+	if err != nil {
+		log.Debug("imagecache: ignored request", "reason", "malformed path")
+		return reply(w, http.StatusBadRequest, err.Error())
+	}
+	e, f, state, err := c.acquire(d)
+	switch {
+	case err != nil:
+		log.Error("imagecache: open blob", "err", err)
+		return reply(w, http.StatusInternalServerError, "cannot open the image")
+	case state == StateQueued || state == StatePulling:
+		w.Header().Set("Retry-After", strconv.Itoa(int(max(c.cfg.RetryAfter.Seconds(), 1))))
+		return reply(w, http.StatusServiceUnavailable, "image is being pulled")
+	case e == nil:
+		return reply(w, http.StatusNotFound, "image not in the cache")
+	}
+	defer c.release(e)
+	defer f.Close()
+	return c.sendBlob(w, r, f, e, log)
+}
+
+// acquire counts a reader on a ready image and opens its blob; eviction
+// waits for the count to drop to zero before it deletes the file.
+func (c *Cache) acquire(d [32]byte) (*entry, *os.File, State, error) {
+	c.mu.Lock()
+	e := c.entries[d]
+	if e == nil || e.state != StateReady {
+		var st State
+		if e != nil {
+			st = e.state
+		}
+		c.mu.Unlock()
+		return nil, nil, st, nil
+	}
+	e.readers++
+	e.lastUsed, c.dirty = c.cfg.Now(), true
+	c.mu.Unlock()
+	f, err := os.Open(c.blobPath(d))
+	if err != nil {
+		c.release(e)
+		return nil, nil, 0, err
+	}
+	return e, f, StateReady, nil
+}
+
+func (c *Cache) release(e *entry) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e.readers--
+	if e.state == StateEvicting && e.readers == 0 {
+		c.evictLocked(e)
+		c.notifyLocked()
+	}
+}
+
+// sendBlob answers for an open blob: conditionals, then the range, then the
+// body handed to the writer's ReadFrom by io.CopyN.
+func (c *Cache) sendBlob(w http.ResponseWriter, r *http.Request, f *os.File, e *entry, log *slog.Logger) (int, int64) {
+	size := e.size
+	if fi, err := f.Stat(); err != nil || fi.Size() != size {
+		log.Error("imagecache: blob size differs from the verified size", "sha256", hexOf(e.digest), "want", size)
+		return reply(w, http.StatusInternalServerError, "image unavailable")
+	}
+	etag := `"` + hexOf(e.digest) + `"`
+	hd := w.Header()
+	hd.Set("ETag", etag)
+	hd.Set("Accept-Ranges", "bytes")
+	hd.Set("Cache-Control", "public, max-age=31536000, immutable")
+	hd.Set("X-Content-Type-Options", "nosniff")
+	if code := preconditions(r, etag); code != 0 {
+		return status(w, code)
+	}
+	rng, kind := requestedRange(r, etag, size)
+	code := http.StatusOK
+	switch kind {
+	case rangeUnsatisfiable:
+		hd.Set("Content-Range", fmt.Sprintf("bytes */%d", size))
+		hd.Set("Content-Length", "0")
+		return status(w, http.StatusRequestedRangeNotSatisfiable)
+	case rangeOne:
+		code = http.StatusPartialContent
+		hd.Set("Content-Range", fmt.Sprintf("bytes %d-%d/%d", rng.start, rng.start+rng.length-1, size))
+	}
+	hd.Set("Content-Type", "application/octet-stream")
+	hd.Set("Content-Length", strconv.FormatInt(rng.length, 10))
+	w.WriteHeader(code)
+	if r.Method == http.MethodHead || rng.length == 0 {
+		return code, 0
+	}
+	if _, err := f.Seek(rng.start, io.SeekStart); err != nil {
+		log.Error("imagecache: seek blob", "err", err)
+		return code, 0
+	}
+	n, err := io.CopyN(w, f, rng.length) // w.ReadFrom: sendfile
+	if err != nil {
+		log.Debug("imagecache: response cut short", "sha256", hexOf(e.digest), "sent", n, "want", rng.length, "err", err)
+		return code, n
+	}
+	log.Debug("imagecache: served", "sha256", hexOf(e.digest), "code", code, "start", rng.start, "bytes", n)
+	return code, n
+}
+
+// preconditions evaluates If-Match, then If-None-Match (RFC 9110 section
+// 13.2.2): 412, 304, or 0 to go on.
+func preconditions(r *http.Request, etag string) int {
+	if v := r.Header.Get("If-Match"); v != "" && !etagListMatch(v, etag, false) {
+		return http.StatusPreconditionFailed
+	}
+	if v := r.Header.Get("If-None-Match"); v != "" && etagListMatch(v, etag, true) {
+		return http.StatusNotModified
+	}
+	return 0
+}
+
+// requestedRange is the part of the image to send: the Range of a GET
+// when If-Range allows it, else all of it.
+func requestedRange(r *http.Request, etag string, size int64) (byteRange, rangeKind) {
+	vals := r.Header.Values("Range")
+	if r.Method != http.MethodGet || len(vals) != 1 || !ifRangeHolds(r, etag) {
+		return byteRange{length: size}, rangeNone
+	}
+	if got, k := parseRange(vals[0], size); k != rangeNone {
+		return got, k
+	}
+	return byteRange{length: size}, rangeNone
+}
+
+func reply(w http.ResponseWriter, code int, msg string) (int, int64) {
+	http.Error(w, msg, code)
+	return code, 0
+}
+
+func status(w http.ResponseWriter, code int) (int, int64) {
+	w.WriteHeader(code)
+	return code, 0
+}

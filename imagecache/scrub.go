@@ -1,0 +1,140 @@
+package imagecache
+
+import (
+	"crypto/sha256"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// load rebuilds the entries from the index and the files on disk, and
+// deletes what a crash or an earlier run left behind. A blob the index does
+// not know is hashed again before it is adopted.
+func (c *Cache) load() error {
+	idx, err := readIndex(c.indexPath())
+	if err != nil {
+		c.log.Warn("imagecache: index unreadable, rebuilding it from the blobs", "err", err)
+		idx = indexFile{}
+	}
+	os.Remove(c.indexPath() + ".tmp")
+	blobs, err := c.scanBlobs()
+	if err != nil {
+		return err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, im := range idx.Images {
+		e, err := fromIndex(im)
+		if err != nil {
+			c.log.Warn("imagecache: index entry dropped", "err", err)
+			continue
+		}
+		size, onDisk := blobs[e.digest]
+		delete(blobs, e.digest)
+		c.placeLocked(e, im, size, onDisk)
+	}
+	for d, size := range blobs {
+		c.adoptLocked(d, size)
+	}
+	return c.scrubIngestLocked()
+}
+
+// placeLocked decides the state of an indexed image from what is on disk.
+func (c *Cache) placeLocked(e *entry, im indexImage, size int64, onDisk bool) {
+	bad := im.State == idxEvicting || im.State == idxReady && im.Size != size
+	switch {
+	case onDisk && bad:
+		c.log.Info("imagecache: deleting blob", "sha256", im.SHA256, "index_state", im.State, "size", size)
+		c.removeBlob(e.digest)
+	case onDisk:
+		e.state, e.size = StateReady, size
+		if e.lastUsed.IsZero() {
+			e.lastUsed = c.cfg.Now()
+		}
+		c.entries[e.digest] = e
+		return
+	}
+	if e.wanted() && e.want.Validate() == nil {
+		c.queueLocked(e)
+		c.entries[e.digest] = e
+	}
+}
+
+// adoptLocked takes in a blob the index does not list (the index was lost),
+// released, after checking its digest.
+func (c *Cache) adoptLocked(d [32]byte, size int64) {
+	ok, err := fileHasDigest(c.blobPath(d), d)
+	if err != nil || !ok {
+		c.log.Warn("imagecache: deleting unlisted blob that does not verify", "sha256", hexOf(d), "err", err)
+		c.removeBlob(d)
+		return
+	}
+	e := &entry{digest: d, want: Want{SHA256: d}, state: StateReady, size: size, lastUsed: c.cfg.Now()}
+	e.total.Store(-1)
+	c.entries[d] = e
+	c.log.Info("imagecache: adopted unlisted blob", "sha256", hexOf(d), "size", size)
+}
+
+func fileHasDigest(path string, d [32]byte) (bool, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return false, err
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return false, err
+	}
+	return [32]byte(h.Sum(nil)) == d, nil
+}
+
+// scanBlobs lists the blobs by digest; anything else in the blob directory
+// is deleted.
+func (c *Cache) scanBlobs() (map[[32]byte]int64, error) {
+	des, err := os.ReadDir(c.blobDir)
+	if err != nil {
+		return nil, fmt.Errorf("imagecache: scan blobs: %w", err)
+	}
+	blobs := make(map[[32]byte]int64, len(des))
+	for _, de := range des {
+		d, perr := ParsePath(PathPrefix + de.Name())
+		info, ierr := de.Info()
+		if perr != nil || ierr != nil || !info.Mode().IsRegular() {
+			c.log.Warn("imagecache: deleting stray file in the blob directory", "name", de.Name())
+			os.RemoveAll(filepath.Join(c.blobDir, de.Name()))
+			continue
+		}
+		blobs[d] = info.Size()
+	}
+	return blobs, nil
+}
+
+// scrubIngestLocked keeps only the partial files of plain pulls still
+// queued (they resume); everything else in ingest is deleted.
+func (c *Cache) scrubIngestLocked() error {
+	des, err := os.ReadDir(c.ingestDir)
+	if err != nil {
+		return fmt.Errorf("imagecache: scan ingest: %w", err)
+	}
+	for _, de := range des {
+		name := de.Name()
+		base, ext, _ := strings.Cut(name, ".")
+		d, perr := ParsePath(PathPrefix + base)
+		e := c.entries[d]
+		keep := perr == nil && (ext == "part" || ext == "ckpt") && e != nil &&
+			e.state == StateQueued && e.want.Compression == CompressionNone
+		if !keep {
+			c.log.Debug("imagecache: deleting ingest leftover", "name", name)
+			os.RemoveAll(filepath.Join(c.ingestDir, name))
+		}
+	}
+	return nil
+}
+
+func (c *Cache) removeBlob(d [32]byte) {
+	if err := os.Remove(c.blobPath(d)); err != nil && !os.IsNotExist(err) {
+		c.log.Error("imagecache: delete blob", "sha256", hexOf(d), "err", err)
+	}
+}
