@@ -63,6 +63,10 @@ type Config struct {
 	BootFiles  BootFiles
 	Keys       Keys
 	Listeners  func() []*sitebootv1.Listener
+	// Cache is the image cache; SyncImages hands it the replicated wanted
+	// images (called after every change the API makes). Optional.
+	Cache      Cache
+	SyncImages func() error
 	// SiteID, NodeID and Version are reported by GetStatus.
 	SiteID, NodeID, Version string
 	StartedAt               time.Time

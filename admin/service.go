@@ -72,6 +72,9 @@ func (s *Server) bootStatus(st *sitebootv1.GetStatusResponse) {
 	if s.cfg.Listeners != nil {
 		st.Listeners = s.cfg.Listeners()
 	}
+	if s.cfg.Cache != nil {
+		st.Images = s.cfg.Cache.Section()
+	}
 }
 
 // ListDiscovered implements siteboot.v1.SiteBoot.

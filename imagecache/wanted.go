@@ -237,3 +237,20 @@ func (c *Cache) waitStateLocked(digests [][32]byte) (bool, error) {
 	}
 	return !pending, nil
 }
+
+// Retry queues a wanted image that failed again now ("image pull"); any
+// other image is left as it is. ErrNotFound when the cache neither holds nor
+// wants the digest.
+func (c *Cache) Retry(digest [32]byte) error {
+	c.mu.Lock()
+	e := c.entries[digest]
+	if e == nil {
+		c.mu.Unlock()
+		return fmt.Errorf("%w: %s", ErrNotFound, hexOf(digest))
+	}
+	if e.state == StateFailed && e.wanted() {
+		c.queueLocked(e)
+	}
+	c.settleLocked()
+	return c.persist()
+}

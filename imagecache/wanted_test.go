@@ -234,3 +234,32 @@ func TestRetryFailedAfterInterval(t *testing.T) {
 	runCache(t, c)
 	waitFor(t, func() bool { return c.Ready(d) })
 }
+
+func TestRetryNow(t *testing.T) {
+	data := testBytes(39, 100)
+	d := digestOf(data)
+	o := newOrigin(t, func(w http.ResponseWriter, r *http.Request, n int) {
+		if n == 0 {
+			http.Error(w, "gone", http.StatusGone)
+			return
+		}
+		serveBytes(w, r, data, "")
+	})
+	c := openCache(t, testConfig(t))
+	if err := c.SetWanted([]Want{{URL: o.url("x"), SHA256: d}}); err != nil {
+		t.Fatal(err)
+	}
+	runCache(t, c)
+	waitFailed(t, c, d)
+	if err := c.Retry(d); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { return c.Ready(d) })
+	if err := c.Retry(digestOf([]byte("nope"))); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("Retry of an unknown digest = %v, want ErrNotFound", err)
+	}
+	// Retrying a ready image changes nothing.
+	if err := c.Retry(d); err != nil || !c.Ready(d) {
+		t.Fatalf("Retry of a ready image = %v, ready %t", err, c.Ready(d))
+	}
+}

@@ -15,6 +15,7 @@ import (
 	"github.com/siteboot/siteboot/admin"
 	"github.com/siteboot/siteboot/dhcpproxy"
 	"github.com/siteboot/siteboot/discovery"
+	"github.com/siteboot/siteboot/imagecache"
 	"github.com/siteboot/siteboot/images"
 	"github.com/siteboot/siteboot/ipxe"
 	"github.com/siteboot/siteboot/lease"
@@ -40,6 +41,8 @@ type appliance struct {
 	api    *admin.Server
 	dhcp   *dhcpproxy.Server
 	tftp   *tftpd.Server
+	cache  *imagecache.Cache
+	pins   *pins
 
 	closers  []func() error
 	sock     net.Listener
@@ -70,7 +73,7 @@ func (a *appliance) onClose(f func() error) { a.closers = append(a.closers, f) }
 
 func (a *appliance) build(ctx context.Context) error {
 	steps := []func(context.Context) error{
-		a.buildCore, a.buildDiscovery, a.buildBoot, a.buildAPI, a.bindAdmin, a.bindHTTP, a.bindDHCP, a.bindTFTP,
+		a.buildCore, a.buildDiscovery, a.buildBoot, a.buildCache, a.buildAPI, a.bindAdmin, a.bindHTTP, a.bindDHCP, a.bindTFTP,
 	}
 	for _, step := range steps {
 		if err := step(ctx); err != nil {
@@ -150,7 +153,7 @@ func (a *appliance) buildBoot(context.Context) error {
 
 func (a *appliance) buildAPI(context.Context) error {
 	a.store = site.NewStore(site.StoreConfig{
-		State: a.state, Applier: a.node, Now: time.Now, Logger: a.log,
+		State: a.state, Applier: a.node, Now: time.Now, Logger: a.log, Images: a.cache,
 		Limits: site.Limits{DefaultTTL: time.Duration(a.cfg.Entries.DefaultTTL), MaxTTL: time.Duration(a.cfg.Entries.MaxTTL)},
 	})
 	var err error
@@ -159,6 +162,7 @@ func (a *appliance) buildAPI(context.Context) error {
 		StartedAt: time.Now(), Now: time.Now, Logger: a.log, Metrics: a.reg,
 		AdminGID: lookupGroup(a.cfg.Admin.Group), AdminGroup: a.cfg.Admin.Group,
 		Discovered: a.ledger, Scripts: scriptPreview{a}, BootFiles: a.boot, Keys: a.signer, Listeners: a.listeners,
+		Cache: a.cache, SyncImages: a.syncImages,
 	})
 	return err
 }
@@ -235,6 +239,7 @@ func (a *appliance) run(ctx context.Context) error {
 	g, ctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return a.node.Run(ctx) })
 	g.Go(func() error { return a.ledger.Run(ctx) })
+	g.Go(func() error { return a.cache.Run(ctx) })
 	g.Go(func() error { return a.api.ServeUnix(ctx, a.sock) })
 	if a.cfg.Admin.TCPListen != "" {
 		if err := serveAdminTLS(ctx, g, a.cfg, a.api); err != nil {
@@ -256,14 +261,18 @@ func (a *appliance) run(ctx context.Context) error {
 	return err
 }
 
-// react keeps local parts in step with the replicated state: a MAC that
-// now has a live entry is no longer a discovered machine.
+// react keeps local parts in step with the replicated state: the cache
+// learns the wanted images and pins, and a MAC that now has a live entry is
+// no longer a discovered machine.
 func (a *appliance) react(ctx context.Context) {
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-a.state.Changed():
+		}
+		if err := a.syncImages(); err != nil {
+			a.log.Error("image cache: wanted images refused", "err", err)
 		}
 		now := time.Now()
 		for _, m := range a.ledger.List() {

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/siteboot/siteboot/imagecache"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -57,6 +58,12 @@ type Config struct {
 		Initrd  string `yaml:"initrd" doc:"ramdisk initrd: an http(s) URL or sha256:HEX from the image cache"`
 		Cmdline string `yaml:"cmdline" doc:"fixed kernel parameters; initrd= and bc.* are added"`
 	} `yaml:"ramdisk"`
+	Cache struct {
+		Capacity    string `yaml:"capacity" doc:"image cache size bound, e.g. 200GiB or 500G (empty: unbounded)"`
+		MinFree     string `yaml:"min_free" doc:"disk space a pull must leave free, e.g. 5GiB"`
+		Concurrency int    `yaml:"concurrency" doc:"pulls at once"`
+		CABundle    string `yaml:"ca_bundle" doc:"extra PEM CA bundle trusted for https image origins"`
+	} `yaml:"cache"`
 	Raft struct {
 		Listen string `yaml:"listen" doc:"raft TCP address; empty runs a single voter with no listener"`
 	} `yaml:"raft"`
@@ -102,6 +109,7 @@ func defaultConfig() Config {
 	c.DHCP.Enabled = true
 	c.TFTP.Listen = ":69"
 	c.TFTP.MaxBlockSize = 1468
+	c.Cache.Concurrency = 2
 	c.Lease.TTL = Duration(10 * time.Second)
 	c.Entries.DefaultTTL = Duration(24 * time.Hour)
 	c.Log.Level = "info"
@@ -191,6 +199,14 @@ func (c *Config) check() error {
 	}
 	if _, _, err := net.SplitHostPort(c.HTTP.Listen); err != nil {
 		bad("http.listen", "%q: %v", c.HTTP.Listen, err)
+	}
+	for key, v := range map[string]string{"cache.capacity": c.Cache.Capacity, "cache.min_free": c.Cache.MinFree} {
+		if _, err := parseSize(v); err != nil {
+			bad(key, "%v", err)
+		}
+	}
+	if c.Cache.Concurrency < 1 || c.Cache.Concurrency > 64 {
+		bad("cache.concurrency", "%d: want 1..64", c.Cache.Concurrency)
 	}
 	if c.Lease.TTL <= 0 {
 		bad("lease.ttl", "must be positive")
@@ -298,4 +314,12 @@ func configReference() string {
 		fmt.Fprintf(&b, "  %-22s %-30s default %s\n      %s\n", key, envName(key), def, sf.Tag.Get("doc"))
 	})
 	return b.String()
+}
+
+// parseSize is imagecache.ParseSize with "" meaning 0.
+func parseSize(s string) (int64, error) {
+	if s == "" {
+		return 0, nil
+	}
+	return imagecache.ParseSize(s)
 }

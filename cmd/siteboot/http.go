@@ -5,6 +5,7 @@ import (
 	"net/http"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/siteboot/siteboot/imagecache"
 	"github.com/siteboot/siteboot/images"
 )
 
@@ -16,6 +17,7 @@ func (a *appliance) httpMux() *http.ServeMux {
 	mux.Handle("/boot.ipxe", scripts)
 	mux.Handle("/ipxe", scripts)
 	mux.Handle(images.HTTPPrefix, a.boot.Handler())
+	mux.Handle(imagecache.PathPrefix, a.cache.Handler())
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		fmt.Fprintln(w, "ok")
 	})

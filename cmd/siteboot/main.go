@@ -53,6 +53,8 @@ running appliance (--socket, or SITEBOOT_SOCKET).`,
 		newStatusCmd(cl),
 		newDiscoveredCmd(cl),
 		newScriptCmd(cl),
+		newImageCmd(cl),
+		newSiteCmd(cl),
 		newVersionCmd(cl),
 	)
 	return root

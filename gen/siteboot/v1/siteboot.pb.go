@@ -406,7 +406,9 @@ type GetStatusResponse struct {
 	NodeKeyId        string `protobuf:"bytes,15,opt,name=node_key_id,json=nodeKeyId,proto3" json:"node_key_id,omitempty"`
 	NodePublicKeyPem string `protobuf:"bytes,16,opt,name=node_public_key_pem,json=nodePublicKeyPem,proto3" json:"node_public_key_pem,omitempty"`
 	// listeners are the network services this appliance runs.
-	Listeners     []*Listener `protobuf:"bytes,17,rep,name=listeners,proto3" json:"listeners,omitempty"`
+	Listeners []*Listener `protobuf:"bytes,17,rep,name=listeners,proto3" json:"listeners,omitempty"`
+	// images is the image cache as the contract reports it.
+	Images        *v11.ImagesSection `protobuf:"bytes,18,opt,name=images,proto3" json:"images,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -556,6 +558,13 @@ func (x *GetStatusResponse) GetNodePublicKeyPem() string {
 func (x *GetStatusResponse) GetListeners() []*Listener {
 	if x != nil {
 		return x.Listeners
+	}
+	return nil
+}
+
+func (x *GetStatusResponse) GetImages() *v11.ImagesSection {
+	if x != nil {
+		return x.Images
 	}
 	return nil
 }
@@ -768,11 +777,746 @@ func (x *ListDiscoveredResponse) GetMachines() []*v11.DiscoveredMachine {
 	return nil
 }
 
+// ApplySiteSpecRequest carries the whole spec.
+type ApplySiteSpecRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Spec          *v1.SiteSpec           `protobuf:"bytes,1,opt,name=spec,proto3" json:"spec,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ApplySiteSpecRequest) Reset() {
+	*x = ApplySiteSpecRequest{}
+	mi := &file_siteboot_v1_siteboot_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ApplySiteSpecRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ApplySiteSpecRequest) ProtoMessage() {}
+
+func (x *ApplySiteSpecRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_siteboot_v1_siteboot_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ApplySiteSpecRequest.ProtoReflect.Descriptor instead.
+func (*ApplySiteSpecRequest) Descriptor() ([]byte, []int) {
+	return file_siteboot_v1_siteboot_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *ApplySiteSpecRequest) GetSpec() *v1.SiteSpec {
+	if x != nil {
+		return x.Spec
+	}
+	return nil
+}
+
+// ApplySiteSpecResponse says what applying it changed.
+type ApplySiteSpecResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Spec  *v1.SiteSpec           `protobuf:"bytes,1,opt,name=spec,proto3" json:"spec,omitempty"`
+	// released are the digests no longer wanted, now evictable.
+	Released      [][]byte `protobuf:"bytes,2,rep,name=released,proto3" json:"released,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ApplySiteSpecResponse) Reset() {
+	*x = ApplySiteSpecResponse{}
+	mi := &file_siteboot_v1_siteboot_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ApplySiteSpecResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ApplySiteSpecResponse) ProtoMessage() {}
+
+func (x *ApplySiteSpecResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_siteboot_v1_siteboot_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ApplySiteSpecResponse.ProtoReflect.Descriptor instead.
+func (*ApplySiteSpecResponse) Descriptor() ([]byte, []int) {
+	return file_siteboot_v1_siteboot_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *ApplySiteSpecResponse) GetSpec() *v1.SiteSpec {
+	if x != nil {
+		return x.Spec
+	}
+	return nil
+}
+
+func (x *ApplySiteSpecResponse) GetReleased() [][]byte {
+	if x != nil {
+		return x.Released
+	}
+	return nil
+}
+
+// GetSiteSpecRequest has no parameters.
+type GetSiteSpecRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetSiteSpecRequest) Reset() {
+	*x = GetSiteSpecRequest{}
+	mi := &file_siteboot_v1_siteboot_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetSiteSpecRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetSiteSpecRequest) ProtoMessage() {}
+
+func (x *GetSiteSpecRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_siteboot_v1_siteboot_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetSiteSpecRequest.ProtoReflect.Descriptor instead.
+func (*GetSiteSpecRequest) Descriptor() ([]byte, []int) {
+	return file_siteboot_v1_siteboot_proto_rawDescGZIP(), []int{14}
+}
+
+// GetSiteSpecResponse is the spec last applied (empty before the first).
+type GetSiteSpecResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Spec          *v1.SiteSpec           `protobuf:"bytes,1,opt,name=spec,proto3" json:"spec,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetSiteSpecResponse) Reset() {
+	*x = GetSiteSpecResponse{}
+	mi := &file_siteboot_v1_siteboot_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetSiteSpecResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetSiteSpecResponse) ProtoMessage() {}
+
+func (x *GetSiteSpecResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_siteboot_v1_siteboot_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetSiteSpecResponse.ProtoReflect.Descriptor instead.
+func (*GetSiteSpecResponse) Descriptor() ([]byte, []int) {
+	return file_siteboot_v1_siteboot_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *GetSiteSpecResponse) GetSpec() *v1.SiteSpec {
+	if x != nil {
+		return x.Spec
+	}
+	return nil
+}
+
+// AddImageRequest is an image to hold.
+type AddImageRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Image *v1.CacheImage         `protobuf:"bytes,1,opt,name=image,proto3" json:"image,omitempty"`
+	// compression is how the origin's bytes are compressed ("zstd", "gzip"),
+	// for a cache that must serve them raw (an ISO for sanboot); image.sha256
+	// is then the digest of the decompressed bytes.
+	Compression string `protobuf:"bytes,2,opt,name=compression,proto3" json:"compression,omitempty"`
+	// source_sha256 is the digest of the compressed bytes as fetched,
+	// checked too when set.
+	SourceSha256  []byte `protobuf:"bytes,3,opt,name=source_sha256,json=sourceSha256,proto3" json:"source_sha256,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AddImageRequest) Reset() {
+	*x = AddImageRequest{}
+	mi := &file_siteboot_v1_siteboot_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AddImageRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AddImageRequest) ProtoMessage() {}
+
+func (x *AddImageRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_siteboot_v1_siteboot_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AddImageRequest.ProtoReflect.Descriptor instead.
+func (*AddImageRequest) Descriptor() ([]byte, []int) {
+	return file_siteboot_v1_siteboot_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *AddImageRequest) GetImage() *v1.CacheImage {
+	if x != nil {
+		return x.Image
+	}
+	return nil
+}
+
+func (x *AddImageRequest) GetCompression() string {
+	if x != nil {
+		return x.Compression
+	}
+	return ""
+}
+
+func (x *AddImageRequest) GetSourceSha256() []byte {
+	if x != nil {
+		return x.SourceSha256
+	}
+	return nil
+}
+
+// AddImageResponse echoes what was stored.
+type AddImageResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Image         *Image                 `protobuf:"bytes,1,opt,name=image,proto3" json:"image,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AddImageResponse) Reset() {
+	*x = AddImageResponse{}
+	mi := &file_siteboot_v1_siteboot_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AddImageResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AddImageResponse) ProtoMessage() {}
+
+func (x *AddImageResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_siteboot_v1_siteboot_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AddImageResponse.ProtoReflect.Descriptor instead.
+func (*AddImageResponse) Descriptor() ([]byte, []int) {
+	return file_siteboot_v1_siteboot_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *AddImageResponse) GetImage() *Image {
+	if x != nil {
+		return x.Image
+	}
+	return nil
+}
+
+// ListImagesRequest has no parameters.
+type ListImagesRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListImagesRequest) Reset() {
+	*x = ListImagesRequest{}
+	mi := &file_siteboot_v1_siteboot_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListImagesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListImagesRequest) ProtoMessage() {}
+
+func (x *ListImagesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_siteboot_v1_siteboot_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListImagesRequest.ProtoReflect.Descriptor instead.
+func (*ListImagesRequest) Descriptor() ([]byte, []int) {
+	return file_siteboot_v1_siteboot_proto_rawDescGZIP(), []int{18}
+}
+
+// ListImagesResponse lists the cache.
+type ListImagesResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// images are ordered by digest.
+	Images        []*Image `protobuf:"bytes,1,rep,name=images,proto3" json:"images,omitempty"`
+	CapacityBytes uint64   `protobuf:"varint,2,opt,name=capacity_bytes,json=capacityBytes,proto3" json:"capacity_bytes,omitempty"`
+	UsedBytes     uint64   `protobuf:"varint,3,opt,name=used_bytes,json=usedBytes,proto3" json:"used_bytes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListImagesResponse) Reset() {
+	*x = ListImagesResponse{}
+	mi := &file_siteboot_v1_siteboot_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListImagesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListImagesResponse) ProtoMessage() {}
+
+func (x *ListImagesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_siteboot_v1_siteboot_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListImagesResponse.ProtoReflect.Descriptor instead.
+func (*ListImagesResponse) Descriptor() ([]byte, []int) {
+	return file_siteboot_v1_siteboot_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *ListImagesResponse) GetImages() []*Image {
+	if x != nil {
+		return x.Images
+	}
+	return nil
+}
+
+func (x *ListImagesResponse) GetCapacityBytes() uint64 {
+	if x != nil {
+		return x.CapacityBytes
+	}
+	return 0
+}
+
+func (x *ListImagesResponse) GetUsedBytes() uint64 {
+	if x != nil {
+		return x.UsedBytes
+	}
+	return 0
+}
+
+// Image is one image of the cache, with more than the contract's
+// CachedImage: why a pull failed, how far one has come, who wants it.
+type Image struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Sha256 []byte                 `protobuf:"bytes,1,opt,name=sha256,proto3" json:"sha256,omitempty"`
+	// url is the origin without query or user info.
+	Url    string `protobuf:"bytes,2,opt,name=url,proto3" json:"url,omitempty"`
+	Format string `protobuf:"bytes,3,opt,name=format,proto3" json:"format,omitempty"`
+	// state is queued, pulling, ready, evicting or failed.
+	State string `protobuf:"bytes,4,opt,name=state,proto3" json:"state,omitempty"`
+	// contract_state is the contract's view of state.
+	ContractState v11.CachedImageState `protobuf:"varint,5,opt,name=contract_state,json=contractState,proto3,enum=bettercompute.agent.v1.CachedImageState" json:"contract_state,omitempty"`
+	// size_bytes is the blob size when ready, the origin's size while
+	// pulling (0 when unknown); done_bytes what has been pulled so far.
+	SizeBytes uint64                 `protobuf:"varint,6,opt,name=size_bytes,json=sizeBytes,proto3" json:"size_bytes,omitempty"`
+	DoneBytes uint64                 `protobuf:"varint,7,opt,name=done_bytes,json=doneBytes,proto3" json:"done_bytes,omitempty"`
+	LastUsed  *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=last_used,json=lastUsed,proto3" json:"last_used,omitempty"`
+	// reason says why the last pull failed.
+	Reason string `protobuf:"bytes,9,opt,name=reason,proto3" json:"reason,omitempty"`
+	// in_spec: the site spec lists it; added: it was added by hand; pinned:
+	// an entry's sanboot_sha256 or the ramdisk profile needs it. An image
+	// that is none of these is released: kept until eviction needs the room.
+	InSpec bool `protobuf:"varint,10,opt,name=in_spec,json=inSpec,proto3" json:"in_spec,omitempty"`
+	Added  bool `protobuf:"varint,11,opt,name=added,proto3" json:"added,omitempty"`
+	Pinned bool `protobuf:"varint,12,opt,name=pinned,proto3" json:"pinned,omitempty"`
+	// readers are the requests reading it now.
+	Readers       uint32 `protobuf:"varint,13,opt,name=readers,proto3" json:"readers,omitempty"`
+	Compression   string `protobuf:"bytes,14,opt,name=compression,proto3" json:"compression,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Image) Reset() {
+	*x = Image{}
+	mi := &file_siteboot_v1_siteboot_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Image) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Image) ProtoMessage() {}
+
+func (x *Image) ProtoReflect() protoreflect.Message {
+	mi := &file_siteboot_v1_siteboot_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Image.ProtoReflect.Descriptor instead.
+func (*Image) Descriptor() ([]byte, []int) {
+	return file_siteboot_v1_siteboot_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *Image) GetSha256() []byte {
+	if x != nil {
+		return x.Sha256
+	}
+	return nil
+}
+
+func (x *Image) GetUrl() string {
+	if x != nil {
+		return x.Url
+	}
+	return ""
+}
+
+func (x *Image) GetFormat() string {
+	if x != nil {
+		return x.Format
+	}
+	return ""
+}
+
+func (x *Image) GetState() string {
+	if x != nil {
+		return x.State
+	}
+	return ""
+}
+
+func (x *Image) GetContractState() v11.CachedImageState {
+	if x != nil {
+		return x.ContractState
+	}
+	return v11.CachedImageState(0)
+}
+
+func (x *Image) GetSizeBytes() uint64 {
+	if x != nil {
+		return x.SizeBytes
+	}
+	return 0
+}
+
+func (x *Image) GetDoneBytes() uint64 {
+	if x != nil {
+		return x.DoneBytes
+	}
+	return 0
+}
+
+func (x *Image) GetLastUsed() *timestamppb.Timestamp {
+	if x != nil {
+		return x.LastUsed
+	}
+	return nil
+}
+
+func (x *Image) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *Image) GetInSpec() bool {
+	if x != nil {
+		return x.InSpec
+	}
+	return false
+}
+
+func (x *Image) GetAdded() bool {
+	if x != nil {
+		return x.Added
+	}
+	return false
+}
+
+func (x *Image) GetPinned() bool {
+	if x != nil {
+		return x.Pinned
+	}
+	return false
+}
+
+func (x *Image) GetReaders() uint32 {
+	if x != nil {
+		return x.Readers
+	}
+	return 0
+}
+
+func (x *Image) GetCompression() string {
+	if x != nil {
+		return x.Compression
+	}
+	return ""
+}
+
+// RemoveImageRequest names the image.
+type RemoveImageRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Sha256        []byte                 `protobuf:"bytes,1,opt,name=sha256,proto3" json:"sha256,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RemoveImageRequest) Reset() {
+	*x = RemoveImageRequest{}
+	mi := &file_siteboot_v1_siteboot_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RemoveImageRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RemoveImageRequest) ProtoMessage() {}
+
+func (x *RemoveImageRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_siteboot_v1_siteboot_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RemoveImageRequest.ProtoReflect.Descriptor instead.
+func (*RemoveImageRequest) Descriptor() ([]byte, []int) {
+	return file_siteboot_v1_siteboot_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *RemoveImageRequest) GetSha256() []byte {
+	if x != nil {
+		return x.Sha256
+	}
+	return nil
+}
+
+// RemoveImageResponse is empty: the image is gone, or EVICTING until its
+// readers finish.
+type RemoveImageResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RemoveImageResponse) Reset() {
+	*x = RemoveImageResponse{}
+	mi := &file_siteboot_v1_siteboot_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RemoveImageResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RemoveImageResponse) ProtoMessage() {}
+
+func (x *RemoveImageResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_siteboot_v1_siteboot_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RemoveImageResponse.ProtoReflect.Descriptor instead.
+func (*RemoveImageResponse) Descriptor() ([]byte, []int) {
+	return file_siteboot_v1_siteboot_proto_rawDescGZIP(), []int{22}
+}
+
+// PullImagesRequest says which images to pull.
+type PullImagesRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// sha256 are the digests; empty means every wanted image.
+	Sha256 [][]byte `protobuf:"bytes,1,rep,name=sha256,proto3" json:"sha256,omitempty"`
+	// wait streams progress until every one is READY; without it the stream
+	// carries one snapshot.
+	Wait          bool `protobuf:"varint,2,opt,name=wait,proto3" json:"wait,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PullImagesRequest) Reset() {
+	*x = PullImagesRequest{}
+	mi := &file_siteboot_v1_siteboot_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PullImagesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PullImagesRequest) ProtoMessage() {}
+
+func (x *PullImagesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_siteboot_v1_siteboot_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PullImagesRequest.ProtoReflect.Descriptor instead.
+func (*PullImagesRequest) Descriptor() ([]byte, []int) {
+	return file_siteboot_v1_siteboot_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *PullImagesRequest) GetSha256() [][]byte {
+	if x != nil {
+		return x.Sha256
+	}
+	return nil
+}
+
+func (x *PullImagesRequest) GetWait() bool {
+	if x != nil {
+		return x.Wait
+	}
+	return false
+}
+
+// PullImagesResponse is a snapshot of the images asked for.
+type PullImagesResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Images        []*Image               `protobuf:"bytes,1,rep,name=images,proto3" json:"images,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PullImagesResponse) Reset() {
+	*x = PullImagesResponse{}
+	mi := &file_siteboot_v1_siteboot_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PullImagesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PullImagesResponse) ProtoMessage() {}
+
+func (x *PullImagesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_siteboot_v1_siteboot_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PullImagesResponse.ProtoReflect.Descriptor instead.
+func (*PullImagesResponse) Descriptor() ([]byte, []int) {
+	return file_siteboot_v1_siteboot_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *PullImagesResponse) GetImages() []*Image {
+	if x != nil {
+		return x.Images
+	}
+	return nil
+}
+
 var File_siteboot_v1_siteboot_proto protoreflect.FileDescriptor
 
 const file_siteboot_v1_siteboot_proto_rawDesc = "" +
 	"\n" +
-	"\x1asiteboot/v1/siteboot.proto\x12\vsiteboot.v1\x1a$bettercompute/agent/v1/session.proto\x1a bettercompute/site/v1/site.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"q\n" +
+	"\x1asiteboot/v1/siteboot.proto\x12\vsiteboot.v1\x1a&bettercompute/agent/v1/inventory.proto\x1a$bettercompute/agent/v1/session.proto\x1a bettercompute/site/v1/site.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"q\n" +
 	"\x15PrepareRamdiskRequest\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12?\n" +
 	"\aentries\x18\x02 \x03(\v2%.bettercompute.site.v1.ProxyDhcpEntryR\aentries\"F\n" +
@@ -790,7 +1534,7 @@ const file_siteboot_v1_siteboot_proto_rawDesc = "" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\"C\n" +
 	"\x13ListEntriesResponse\x12,\n" +
 	"\aentries\x18\x01 \x03(\v2\x12.siteboot.v1.EntryR\aentries\"\x12\n" +
-	"\x10GetStatusRequest\"\x8d\x05\n" +
+	"\x10GetStatusRequest\"\xcc\x05\n" +
 	"\x11GetStatusResponse\x12\x17\n" +
 	"\asite_id\x18\x01 \x01(\tR\x06siteId\x12\x17\n" +
 	"\anode_id\x18\x02 \x01(\tR\x06nodeId\x12\x18\n" +
@@ -815,7 +1559,8 @@ const file_siteboot_v1_siteboot_proto_rawDesc = "" +
 	"discovered\x12\x1e\n" +
 	"\vnode_key_id\x18\x0f \x01(\tR\tnodeKeyId\x12-\n" +
 	"\x13node_public_key_pem\x18\x10 \x01(\tR\x10nodePublicKeyPem\x123\n" +
-	"\tlisteners\x18\x11 \x03(\v2\x15.siteboot.v1.ListenerR\tlisteners\"b\n" +
+	"\tlisteners\x18\x11 \x03(\v2\x15.siteboot.v1.ListenerR\tlisteners\x12=\n" +
+	"\x06images\x18\x12 \x01(\v2%.bettercompute.agent.v1.ImagesSectionR\x06images\"b\n" +
 	"\bBootFile\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
 	"\x06arches\x18\x02 \x03(\tR\x06arches\x12\x12\n" +
@@ -826,14 +1571,68 @@ const file_siteboot_v1_siteboot_proto_rawDesc = "" +
 	"\aaddress\x18\x02 \x01(\tR\aaddress\"\x17\n" +
 	"\x15ListDiscoveredRequest\"_\n" +
 	"\x16ListDiscoveredResponse\x12E\n" +
-	"\bmachines\x18\x01 \x03(\v2).bettercompute.agent.v1.DiscoveredMachineR\bmachines2\x8f\x04\n" +
+	"\bmachines\x18\x01 \x03(\v2).bettercompute.agent.v1.DiscoveredMachineR\bmachines\"K\n" +
+	"\x14ApplySiteSpecRequest\x123\n" +
+	"\x04spec\x18\x01 \x01(\v2\x1f.bettercompute.site.v1.SiteSpecR\x04spec\"h\n" +
+	"\x15ApplySiteSpecResponse\x123\n" +
+	"\x04spec\x18\x01 \x01(\v2\x1f.bettercompute.site.v1.SiteSpecR\x04spec\x12\x1a\n" +
+	"\breleased\x18\x02 \x03(\fR\breleased\"\x14\n" +
+	"\x12GetSiteSpecRequest\"J\n" +
+	"\x13GetSiteSpecResponse\x123\n" +
+	"\x04spec\x18\x01 \x01(\v2\x1f.bettercompute.site.v1.SiteSpecR\x04spec\"\x91\x01\n" +
+	"\x0fAddImageRequest\x127\n" +
+	"\x05image\x18\x01 \x01(\v2!.bettercompute.site.v1.CacheImageR\x05image\x12 \n" +
+	"\vcompression\x18\x02 \x01(\tR\vcompression\x12#\n" +
+	"\rsource_sha256\x18\x03 \x01(\fR\fsourceSha256\"<\n" +
+	"\x10AddImageResponse\x12(\n" +
+	"\x05image\x18\x01 \x01(\v2\x12.siteboot.v1.ImageR\x05image\"\x13\n" +
+	"\x11ListImagesRequest\"\x86\x01\n" +
+	"\x12ListImagesResponse\x12*\n" +
+	"\x06images\x18\x01 \x03(\v2\x12.siteboot.v1.ImageR\x06images\x12%\n" +
+	"\x0ecapacity_bytes\x18\x02 \x01(\x04R\rcapacityBytes\x12\x1d\n" +
+	"\n" +
+	"used_bytes\x18\x03 \x01(\x04R\tusedBytes\"\xc2\x03\n" +
+	"\x05Image\x12\x16\n" +
+	"\x06sha256\x18\x01 \x01(\fR\x06sha256\x12\x10\n" +
+	"\x03url\x18\x02 \x01(\tR\x03url\x12\x16\n" +
+	"\x06format\x18\x03 \x01(\tR\x06format\x12\x14\n" +
+	"\x05state\x18\x04 \x01(\tR\x05state\x12O\n" +
+	"\x0econtract_state\x18\x05 \x01(\x0e2(.bettercompute.agent.v1.CachedImageStateR\rcontractState\x12\x1d\n" +
+	"\n" +
+	"size_bytes\x18\x06 \x01(\x04R\tsizeBytes\x12\x1d\n" +
+	"\n" +
+	"done_bytes\x18\a \x01(\x04R\tdoneBytes\x127\n" +
+	"\tlast_used\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\blastUsed\x12\x16\n" +
+	"\x06reason\x18\t \x01(\tR\x06reason\x12\x17\n" +
+	"\ain_spec\x18\n" +
+	" \x01(\bR\x06inSpec\x12\x14\n" +
+	"\x05added\x18\v \x01(\bR\x05added\x12\x16\n" +
+	"\x06pinned\x18\f \x01(\bR\x06pinned\x12\x18\n" +
+	"\areaders\x18\r \x01(\rR\areaders\x12 \n" +
+	"\vcompression\x18\x0e \x01(\tR\vcompression\",\n" +
+	"\x12RemoveImageRequest\x12\x16\n" +
+	"\x06sha256\x18\x01 \x01(\fR\x06sha256\"\x15\n" +
+	"\x13RemoveImageResponse\"?\n" +
+	"\x11PullImagesRequest\x12\x16\n" +
+	"\x06sha256\x18\x01 \x03(\fR\x06sha256\x12\x12\n" +
+	"\x04wait\x18\x02 \x01(\bR\x04wait\"@\n" +
+	"\x12PullImagesResponse\x12*\n" +
+	"\x06images\x18\x01 \x03(\v2\x12.siteboot.v1.ImageR\x06images2\xf4\a\n" +
 	"\bSiteBoot\x12Y\n" +
 	"\x0ePrepareRamdisk\x12\".siteboot.v1.PrepareRamdiskRequest\x1a#.siteboot.v1.PrepareRamdiskResponse\x12R\n" +
 	"\aCleanUp\x12).bettercompute.site.v1.BootCleanUpRequest\x1a\x1c.siteboot.v1.CleanUpResponse\x12P\n" +
 	"\vListEntries\x12\x1f.siteboot.v1.ListEntriesRequest\x1a .siteboot.v1.ListEntriesResponse\x12J\n" +
 	"\tGetStatus\x12\x1d.siteboot.v1.GetStatusRequest\x1a\x1e.siteboot.v1.GetStatusResponse\x12Y\n" +
 	"\x0eListDiscovered\x12\".siteboot.v1.ListDiscoveredRequest\x1a#.siteboot.v1.ListDiscoveredResponse\x12[\n" +
-	"\fRenderScript\x12(.bettercompute.site.v1.IpxeScriptRequest\x1a!.bettercompute.site.v1.IpxeScriptB\xa6\x01\n" +
+	"\fRenderScript\x12(.bettercompute.site.v1.IpxeScriptRequest\x1a!.bettercompute.site.v1.IpxeScript\x12V\n" +
+	"\rApplySiteSpec\x12!.siteboot.v1.ApplySiteSpecRequest\x1a\".siteboot.v1.ApplySiteSpecResponse\x12P\n" +
+	"\vGetSiteSpec\x12\x1f.siteboot.v1.GetSiteSpecRequest\x1a .siteboot.v1.GetSiteSpecResponse\x12G\n" +
+	"\bAddImage\x12\x1c.siteboot.v1.AddImageRequest\x1a\x1d.siteboot.v1.AddImageResponse\x12M\n" +
+	"\n" +
+	"ListImages\x12\x1e.siteboot.v1.ListImagesRequest\x1a\x1f.siteboot.v1.ListImagesResponse\x12P\n" +
+	"\vRemoveImage\x12\x1f.siteboot.v1.RemoveImageRequest\x1a .siteboot.v1.RemoveImageResponse\x12O\n" +
+	"\n" +
+	"PullImages\x12\x1e.siteboot.v1.PullImagesRequest\x1a\x1f.siteboot.v1.PullImagesResponse0\x01B\xa6\x01\n" +
 	"\x0fcom.siteboot.v1B\rSitebootProtoP\x01Z7github.com/siteboot/siteboot/gen/siteboot/v1;sitebootv1\xa2\x02\x03SXX\xaa\x02\vSiteboot.V1\xca\x02\vSiteboot\\V1\xe2\x02\x17Siteboot\\V1\\GPBMetadata\xea\x02\fSiteboot::V1b\x06proto3"
 
 var (
@@ -848,7 +1647,7 @@ func file_siteboot_v1_siteboot_proto_rawDescGZIP() []byte {
 	return file_siteboot_v1_siteboot_proto_rawDescData
 }
 
-var file_siteboot_v1_siteboot_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
+var file_siteboot_v1_siteboot_proto_msgTypes = make([]protoimpl.MessageInfo, 25)
 var file_siteboot_v1_siteboot_proto_goTypes = []any{
 	(*PrepareRamdiskRequest)(nil),  // 0: siteboot.v1.PrepareRamdiskRequest
 	(*PrepareRamdiskResponse)(nil), // 1: siteboot.v1.PrepareRamdiskResponse
@@ -862,42 +1661,81 @@ var file_siteboot_v1_siteboot_proto_goTypes = []any{
 	(*Listener)(nil),               // 9: siteboot.v1.Listener
 	(*ListDiscoveredRequest)(nil),  // 10: siteboot.v1.ListDiscoveredRequest
 	(*ListDiscoveredResponse)(nil), // 11: siteboot.v1.ListDiscoveredResponse
-	(*v1.ProxyDhcpEntry)(nil),      // 12: bettercompute.site.v1.ProxyDhcpEntry
-	(*timestamppb.Timestamp)(nil),  // 13: google.protobuf.Timestamp
-	(*v1.BootLeaseState)(nil),      // 14: bettercompute.site.v1.BootLeaseState
-	(*v11.DiscoveredMachine)(nil),  // 15: bettercompute.agent.v1.DiscoveredMachine
-	(*v1.BootCleanUpRequest)(nil),  // 16: bettercompute.site.v1.BootCleanUpRequest
-	(*v1.IpxeScriptRequest)(nil),   // 17: bettercompute.site.v1.IpxeScriptRequest
-	(*v1.IpxeScript)(nil),          // 18: bettercompute.site.v1.IpxeScript
+	(*ApplySiteSpecRequest)(nil),   // 12: siteboot.v1.ApplySiteSpecRequest
+	(*ApplySiteSpecResponse)(nil),  // 13: siteboot.v1.ApplySiteSpecResponse
+	(*GetSiteSpecRequest)(nil),     // 14: siteboot.v1.GetSiteSpecRequest
+	(*GetSiteSpecResponse)(nil),    // 15: siteboot.v1.GetSiteSpecResponse
+	(*AddImageRequest)(nil),        // 16: siteboot.v1.AddImageRequest
+	(*AddImageResponse)(nil),       // 17: siteboot.v1.AddImageResponse
+	(*ListImagesRequest)(nil),      // 18: siteboot.v1.ListImagesRequest
+	(*ListImagesResponse)(nil),     // 19: siteboot.v1.ListImagesResponse
+	(*Image)(nil),                  // 20: siteboot.v1.Image
+	(*RemoveImageRequest)(nil),     // 21: siteboot.v1.RemoveImageRequest
+	(*RemoveImageResponse)(nil),    // 22: siteboot.v1.RemoveImageResponse
+	(*PullImagesRequest)(nil),      // 23: siteboot.v1.PullImagesRequest
+	(*PullImagesResponse)(nil),     // 24: siteboot.v1.PullImagesResponse
+	(*v1.ProxyDhcpEntry)(nil),      // 25: bettercompute.site.v1.ProxyDhcpEntry
+	(*timestamppb.Timestamp)(nil),  // 26: google.protobuf.Timestamp
+	(*v1.BootLeaseState)(nil),      // 27: bettercompute.site.v1.BootLeaseState
+	(*v11.ImagesSection)(nil),      // 28: bettercompute.agent.v1.ImagesSection
+	(*v11.DiscoveredMachine)(nil),  // 29: bettercompute.agent.v1.DiscoveredMachine
+	(*v1.SiteSpec)(nil),            // 30: bettercompute.site.v1.SiteSpec
+	(*v1.CacheImage)(nil),          // 31: bettercompute.site.v1.CacheImage
+	(v11.CachedImageState)(0),      // 32: bettercompute.agent.v1.CachedImageState
+	(*v1.BootCleanUpRequest)(nil),  // 33: bettercompute.site.v1.BootCleanUpRequest
+	(*v1.IpxeScriptRequest)(nil),   // 34: bettercompute.site.v1.IpxeScriptRequest
+	(*v1.IpxeScript)(nil),          // 35: bettercompute.site.v1.IpxeScript
 }
 var file_siteboot_v1_siteboot_proto_depIdxs = []int32{
-	12, // 0: siteboot.v1.PrepareRamdiskRequest.entries:type_name -> bettercompute.site.v1.ProxyDhcpEntry
+	25, // 0: siteboot.v1.PrepareRamdiskRequest.entries:type_name -> bettercompute.site.v1.ProxyDhcpEntry
 	2,  // 1: siteboot.v1.PrepareRamdiskResponse.entries:type_name -> siteboot.v1.Entry
-	12, // 2: siteboot.v1.Entry.entry:type_name -> bettercompute.site.v1.ProxyDhcpEntry
-	13, // 3: siteboot.v1.Entry.created_at:type_name -> google.protobuf.Timestamp
+	25, // 2: siteboot.v1.Entry.entry:type_name -> bettercompute.site.v1.ProxyDhcpEntry
+	26, // 3: siteboot.v1.Entry.created_at:type_name -> google.protobuf.Timestamp
 	2,  // 4: siteboot.v1.ListEntriesResponse.entries:type_name -> siteboot.v1.Entry
-	14, // 5: siteboot.v1.GetStatusResponse.lease:type_name -> bettercompute.site.v1.BootLeaseState
-	13, // 6: siteboot.v1.GetStatusResponse.started_at:type_name -> google.protobuf.Timestamp
+	27, // 5: siteboot.v1.GetStatusResponse.lease:type_name -> bettercompute.site.v1.BootLeaseState
+	26, // 6: siteboot.v1.GetStatusResponse.started_at:type_name -> google.protobuf.Timestamp
 	8,  // 7: siteboot.v1.GetStatusResponse.boot_files:type_name -> siteboot.v1.BootFile
 	9,  // 8: siteboot.v1.GetStatusResponse.listeners:type_name -> siteboot.v1.Listener
-	15, // 9: siteboot.v1.ListDiscoveredResponse.machines:type_name -> bettercompute.agent.v1.DiscoveredMachine
-	0,  // 10: siteboot.v1.SiteBoot.PrepareRamdisk:input_type -> siteboot.v1.PrepareRamdiskRequest
-	16, // 11: siteboot.v1.SiteBoot.CleanUp:input_type -> bettercompute.site.v1.BootCleanUpRequest
-	4,  // 12: siteboot.v1.SiteBoot.ListEntries:input_type -> siteboot.v1.ListEntriesRequest
-	6,  // 13: siteboot.v1.SiteBoot.GetStatus:input_type -> siteboot.v1.GetStatusRequest
-	10, // 14: siteboot.v1.SiteBoot.ListDiscovered:input_type -> siteboot.v1.ListDiscoveredRequest
-	17, // 15: siteboot.v1.SiteBoot.RenderScript:input_type -> bettercompute.site.v1.IpxeScriptRequest
-	1,  // 16: siteboot.v1.SiteBoot.PrepareRamdisk:output_type -> siteboot.v1.PrepareRamdiskResponse
-	3,  // 17: siteboot.v1.SiteBoot.CleanUp:output_type -> siteboot.v1.CleanUpResponse
-	5,  // 18: siteboot.v1.SiteBoot.ListEntries:output_type -> siteboot.v1.ListEntriesResponse
-	7,  // 19: siteboot.v1.SiteBoot.GetStatus:output_type -> siteboot.v1.GetStatusResponse
-	11, // 20: siteboot.v1.SiteBoot.ListDiscovered:output_type -> siteboot.v1.ListDiscoveredResponse
-	18, // 21: siteboot.v1.SiteBoot.RenderScript:output_type -> bettercompute.site.v1.IpxeScript
-	16, // [16:22] is the sub-list for method output_type
-	10, // [10:16] is the sub-list for method input_type
-	10, // [10:10] is the sub-list for extension type_name
-	10, // [10:10] is the sub-list for extension extendee
-	0,  // [0:10] is the sub-list for field type_name
+	28, // 9: siteboot.v1.GetStatusResponse.images:type_name -> bettercompute.agent.v1.ImagesSection
+	29, // 10: siteboot.v1.ListDiscoveredResponse.machines:type_name -> bettercompute.agent.v1.DiscoveredMachine
+	30, // 11: siteboot.v1.ApplySiteSpecRequest.spec:type_name -> bettercompute.site.v1.SiteSpec
+	30, // 12: siteboot.v1.ApplySiteSpecResponse.spec:type_name -> bettercompute.site.v1.SiteSpec
+	30, // 13: siteboot.v1.GetSiteSpecResponse.spec:type_name -> bettercompute.site.v1.SiteSpec
+	31, // 14: siteboot.v1.AddImageRequest.image:type_name -> bettercompute.site.v1.CacheImage
+	20, // 15: siteboot.v1.AddImageResponse.image:type_name -> siteboot.v1.Image
+	20, // 16: siteboot.v1.ListImagesResponse.images:type_name -> siteboot.v1.Image
+	32, // 17: siteboot.v1.Image.contract_state:type_name -> bettercompute.agent.v1.CachedImageState
+	26, // 18: siteboot.v1.Image.last_used:type_name -> google.protobuf.Timestamp
+	20, // 19: siteboot.v1.PullImagesResponse.images:type_name -> siteboot.v1.Image
+	0,  // 20: siteboot.v1.SiteBoot.PrepareRamdisk:input_type -> siteboot.v1.PrepareRamdiskRequest
+	33, // 21: siteboot.v1.SiteBoot.CleanUp:input_type -> bettercompute.site.v1.BootCleanUpRequest
+	4,  // 22: siteboot.v1.SiteBoot.ListEntries:input_type -> siteboot.v1.ListEntriesRequest
+	6,  // 23: siteboot.v1.SiteBoot.GetStatus:input_type -> siteboot.v1.GetStatusRequest
+	10, // 24: siteboot.v1.SiteBoot.ListDiscovered:input_type -> siteboot.v1.ListDiscoveredRequest
+	34, // 25: siteboot.v1.SiteBoot.RenderScript:input_type -> bettercompute.site.v1.IpxeScriptRequest
+	12, // 26: siteboot.v1.SiteBoot.ApplySiteSpec:input_type -> siteboot.v1.ApplySiteSpecRequest
+	14, // 27: siteboot.v1.SiteBoot.GetSiteSpec:input_type -> siteboot.v1.GetSiteSpecRequest
+	16, // 28: siteboot.v1.SiteBoot.AddImage:input_type -> siteboot.v1.AddImageRequest
+	18, // 29: siteboot.v1.SiteBoot.ListImages:input_type -> siteboot.v1.ListImagesRequest
+	21, // 30: siteboot.v1.SiteBoot.RemoveImage:input_type -> siteboot.v1.RemoveImageRequest
+	23, // 31: siteboot.v1.SiteBoot.PullImages:input_type -> siteboot.v1.PullImagesRequest
+	1,  // 32: siteboot.v1.SiteBoot.PrepareRamdisk:output_type -> siteboot.v1.PrepareRamdiskResponse
+	3,  // 33: siteboot.v1.SiteBoot.CleanUp:output_type -> siteboot.v1.CleanUpResponse
+	5,  // 34: siteboot.v1.SiteBoot.ListEntries:output_type -> siteboot.v1.ListEntriesResponse
+	7,  // 35: siteboot.v1.SiteBoot.GetStatus:output_type -> siteboot.v1.GetStatusResponse
+	11, // 36: siteboot.v1.SiteBoot.ListDiscovered:output_type -> siteboot.v1.ListDiscoveredResponse
+	35, // 37: siteboot.v1.SiteBoot.RenderScript:output_type -> bettercompute.site.v1.IpxeScript
+	13, // 38: siteboot.v1.SiteBoot.ApplySiteSpec:output_type -> siteboot.v1.ApplySiteSpecResponse
+	15, // 39: siteboot.v1.SiteBoot.GetSiteSpec:output_type -> siteboot.v1.GetSiteSpecResponse
+	17, // 40: siteboot.v1.SiteBoot.AddImage:output_type -> siteboot.v1.AddImageResponse
+	19, // 41: siteboot.v1.SiteBoot.ListImages:output_type -> siteboot.v1.ListImagesResponse
+	22, // 42: siteboot.v1.SiteBoot.RemoveImage:output_type -> siteboot.v1.RemoveImageResponse
+	24, // 43: siteboot.v1.SiteBoot.PullImages:output_type -> siteboot.v1.PullImagesResponse
+	32, // [32:44] is the sub-list for method output_type
+	20, // [20:32] is the sub-list for method input_type
+	20, // [20:20] is the sub-list for extension type_name
+	20, // [20:20] is the sub-list for extension extendee
+	0,  // [0:20] is the sub-list for field type_name
 }
 
 func init() { file_siteboot_v1_siteboot_proto_init() }
@@ -911,7 +1749,7 @@ func file_siteboot_v1_siteboot_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_siteboot_v1_siteboot_proto_rawDesc), len(file_siteboot_v1_siteboot_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   12,
+			NumMessages:   25,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

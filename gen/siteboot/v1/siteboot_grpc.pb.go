@@ -29,6 +29,12 @@ const (
 	SiteBoot_GetStatus_FullMethodName      = "/siteboot.v1.SiteBoot/GetStatus"
 	SiteBoot_ListDiscovered_FullMethodName = "/siteboot.v1.SiteBoot/ListDiscovered"
 	SiteBoot_RenderScript_FullMethodName   = "/siteboot.v1.SiteBoot/RenderScript"
+	SiteBoot_ApplySiteSpec_FullMethodName  = "/siteboot.v1.SiteBoot/ApplySiteSpec"
+	SiteBoot_GetSiteSpec_FullMethodName    = "/siteboot.v1.SiteBoot/GetSiteSpec"
+	SiteBoot_AddImage_FullMethodName       = "/siteboot.v1.SiteBoot/AddImage"
+	SiteBoot_ListImages_FullMethodName     = "/siteboot.v1.SiteBoot/ListImages"
+	SiteBoot_RemoveImage_FullMethodName    = "/siteboot.v1.SiteBoot/RemoveImage"
+	SiteBoot_PullImages_FullMethodName     = "/siteboot.v1.SiteBoot/PullImages"
 )
 
 // SiteBootClient is the client API for SiteBoot service.
@@ -57,6 +63,23 @@ type SiteBootClient interface {
 	// and signs a fresh assertion (the contract puts both into the script).
 	// Unlike /ipxe it records nothing for an unknown machine.
 	RenderScript(ctx context.Context, in *v1.IpxeScriptRequest, opts ...grpc.CallOption) (*v1.IpxeScript, error)
+	// ApplySiteSpec replaces the site spec as a whole: images it no longer
+	// lists (and nobody added by hand) are released to eviction.
+	ApplySiteSpec(ctx context.Context, in *ApplySiteSpecRequest, opts ...grpc.CallOption) (*ApplySiteSpecResponse, error)
+	// GetSiteSpec returns the site spec last applied.
+	GetSiteSpec(ctx context.Context, in *GetSiteSpecRequest, opts ...grpc.CallOption) (*GetSiteSpecResponse, error)
+	// AddImage asks the cache to hold an image beyond the site spec.
+	AddImage(ctx context.Context, in *AddImageRequest, opts ...grpc.CallOption) (*AddImageResponse, error)
+	// ListImages lists what the cache holds and pulls.
+	ListImages(ctx context.Context, in *ListImagesRequest, opts ...grpc.CallOption) (*ListImagesResponse, error)
+	// RemoveImage drops an image now: a hand-added one, or one the cache
+	// holds released. It refuses an image the site spec lists or an entry or
+	// the ramdisk profile needs.
+	RemoveImage(ctx context.Context, in *RemoveImageRequest, opts ...grpc.CallOption) (*RemoveImageResponse, error)
+	// PullImages retries failed images now and, with wait, streams progress
+	// until every image asked for is READY (or one failed: the stream ends
+	// with FAILED_PRECONDITION naming it and why).
+	PullImages(ctx context.Context, in *PullImagesRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[PullImagesResponse], error)
 }
 
 type siteBootClient struct {
@@ -127,6 +150,75 @@ func (c *siteBootClient) RenderScript(ctx context.Context, in *v1.IpxeScriptRequ
 	return out, nil
 }
 
+func (c *siteBootClient) ApplySiteSpec(ctx context.Context, in *ApplySiteSpecRequest, opts ...grpc.CallOption) (*ApplySiteSpecResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ApplySiteSpecResponse)
+	err := c.cc.Invoke(ctx, SiteBoot_ApplySiteSpec_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *siteBootClient) GetSiteSpec(ctx context.Context, in *GetSiteSpecRequest, opts ...grpc.CallOption) (*GetSiteSpecResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetSiteSpecResponse)
+	err := c.cc.Invoke(ctx, SiteBoot_GetSiteSpec_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *siteBootClient) AddImage(ctx context.Context, in *AddImageRequest, opts ...grpc.CallOption) (*AddImageResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(AddImageResponse)
+	err := c.cc.Invoke(ctx, SiteBoot_AddImage_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *siteBootClient) ListImages(ctx context.Context, in *ListImagesRequest, opts ...grpc.CallOption) (*ListImagesResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListImagesResponse)
+	err := c.cc.Invoke(ctx, SiteBoot_ListImages_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *siteBootClient) RemoveImage(ctx context.Context, in *RemoveImageRequest, opts ...grpc.CallOption) (*RemoveImageResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RemoveImageResponse)
+	err := c.cc.Invoke(ctx, SiteBoot_RemoveImage_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *siteBootClient) PullImages(ctx context.Context, in *PullImagesRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[PullImagesResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &SiteBoot_ServiceDesc.Streams[0], SiteBoot_PullImages_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[PullImagesRequest, PullImagesResponse]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type SiteBoot_PullImagesClient = grpc.ServerStreamingClient[PullImagesResponse]
+
 // SiteBootServer is the server API for SiteBoot service.
 // All implementations must embed UnimplementedSiteBootServer
 // for forward compatibility.
@@ -153,6 +245,23 @@ type SiteBootServer interface {
 	// and signs a fresh assertion (the contract puts both into the script).
 	// Unlike /ipxe it records nothing for an unknown machine.
 	RenderScript(context.Context, *v1.IpxeScriptRequest) (*v1.IpxeScript, error)
+	// ApplySiteSpec replaces the site spec as a whole: images it no longer
+	// lists (and nobody added by hand) are released to eviction.
+	ApplySiteSpec(context.Context, *ApplySiteSpecRequest) (*ApplySiteSpecResponse, error)
+	// GetSiteSpec returns the site spec last applied.
+	GetSiteSpec(context.Context, *GetSiteSpecRequest) (*GetSiteSpecResponse, error)
+	// AddImage asks the cache to hold an image beyond the site spec.
+	AddImage(context.Context, *AddImageRequest) (*AddImageResponse, error)
+	// ListImages lists what the cache holds and pulls.
+	ListImages(context.Context, *ListImagesRequest) (*ListImagesResponse, error)
+	// RemoveImage drops an image now: a hand-added one, or one the cache
+	// holds released. It refuses an image the site spec lists or an entry or
+	// the ramdisk profile needs.
+	RemoveImage(context.Context, *RemoveImageRequest) (*RemoveImageResponse, error)
+	// PullImages retries failed images now and, with wait, streams progress
+	// until every image asked for is READY (or one failed: the stream ends
+	// with FAILED_PRECONDITION naming it and why).
+	PullImages(*PullImagesRequest, grpc.ServerStreamingServer[PullImagesResponse]) error
 	mustEmbedUnimplementedSiteBootServer()
 }
 
@@ -180,6 +289,24 @@ func (UnimplementedSiteBootServer) ListDiscovered(context.Context, *ListDiscover
 }
 func (UnimplementedSiteBootServer) RenderScript(context.Context, *v1.IpxeScriptRequest) (*v1.IpxeScript, error) {
 	return nil, status.Error(codes.Unimplemented, "method RenderScript not implemented")
+}
+func (UnimplementedSiteBootServer) ApplySiteSpec(context.Context, *ApplySiteSpecRequest) (*ApplySiteSpecResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ApplySiteSpec not implemented")
+}
+func (UnimplementedSiteBootServer) GetSiteSpec(context.Context, *GetSiteSpecRequest) (*GetSiteSpecResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetSiteSpec not implemented")
+}
+func (UnimplementedSiteBootServer) AddImage(context.Context, *AddImageRequest) (*AddImageResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method AddImage not implemented")
+}
+func (UnimplementedSiteBootServer) ListImages(context.Context, *ListImagesRequest) (*ListImagesResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListImages not implemented")
+}
+func (UnimplementedSiteBootServer) RemoveImage(context.Context, *RemoveImageRequest) (*RemoveImageResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RemoveImage not implemented")
+}
+func (UnimplementedSiteBootServer) PullImages(*PullImagesRequest, grpc.ServerStreamingServer[PullImagesResponse]) error {
+	return status.Error(codes.Unimplemented, "method PullImages not implemented")
 }
 func (UnimplementedSiteBootServer) mustEmbedUnimplementedSiteBootServer() {}
 func (UnimplementedSiteBootServer) testEmbeddedByValue()                  {}
@@ -310,6 +437,107 @@ func _SiteBoot_RenderScript_Handler(srv interface{}, ctx context.Context, dec fu
 	return interceptor(ctx, in, info, handler)
 }
 
+func _SiteBoot_ApplySiteSpec_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ApplySiteSpecRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SiteBootServer).ApplySiteSpec(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: SiteBoot_ApplySiteSpec_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SiteBootServer).ApplySiteSpec(ctx, req.(*ApplySiteSpecRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _SiteBoot_GetSiteSpec_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetSiteSpecRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SiteBootServer).GetSiteSpec(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: SiteBoot_GetSiteSpec_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SiteBootServer).GetSiteSpec(ctx, req.(*GetSiteSpecRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _SiteBoot_AddImage_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(AddImageRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SiteBootServer).AddImage(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: SiteBoot_AddImage_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SiteBootServer).AddImage(ctx, req.(*AddImageRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _SiteBoot_ListImages_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListImagesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SiteBootServer).ListImages(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: SiteBoot_ListImages_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SiteBootServer).ListImages(ctx, req.(*ListImagesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _SiteBoot_RemoveImage_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RemoveImageRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SiteBootServer).RemoveImage(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: SiteBoot_RemoveImage_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SiteBootServer).RemoveImage(ctx, req.(*RemoveImageRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _SiteBoot_PullImages_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(PullImagesRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(SiteBootServer).PullImages(m, &grpc.GenericServerStream[PullImagesRequest, PullImagesResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type SiteBoot_PullImagesServer = grpc.ServerStreamingServer[PullImagesResponse]
+
 // SiteBoot_ServiceDesc is the grpc.ServiceDesc for SiteBoot service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -341,7 +569,33 @@ var SiteBoot_ServiceDesc = grpc.ServiceDesc{
 			MethodName: "RenderScript",
 			Handler:    _SiteBoot_RenderScript_Handler,
 		},
+		{
+			MethodName: "ApplySiteSpec",
+			Handler:    _SiteBoot_ApplySiteSpec_Handler,
+		},
+		{
+			MethodName: "GetSiteSpec",
+			Handler:    _SiteBoot_GetSiteSpec_Handler,
+		},
+		{
+			MethodName: "AddImage",
+			Handler:    _SiteBoot_AddImage_Handler,
+		},
+		{
+			MethodName: "ListImages",
+			Handler:    _SiteBoot_ListImages_Handler,
+		},
+		{
+			MethodName: "RemoveImage",
+			Handler:    _SiteBoot_RemoveImage_Handler,
+		},
 	},
-	Streams:  []grpc.StreamDesc{},
+	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "PullImages",
+			Handler:       _SiteBoot_PullImages_Handler,
+			ServerStreams: true,
+		},
+	},
 	Metadata: "siteboot/v1/siteboot.proto",
 }
