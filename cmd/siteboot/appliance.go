@@ -239,7 +239,7 @@ func (a *appliance) run(ctx context.Context) error {
 	g, ctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return a.node.Run(ctx) })
 	g.Go(func() error { return a.ledger.Run(ctx) })
-	g.Go(func() error { return a.cache.Run(ctx) })
+	g.Go(func() error { return a.runCache(ctx) })
 	g.Go(func() error { return a.api.ServeUnix(ctx, a.sock) })
 	if a.cfg.Admin.TCPListen != "" {
 		if err := serveAdminTLS(ctx, g, a.cfg, a.api); err != nil {
@@ -265,6 +265,11 @@ func (a *appliance) run(ctx context.Context) error {
 // learns the wanted images and pins, and a MAC that now has a live entry is
 // no longer a discovered machine.
 func (a *appliance) react(ctx context.Context) {
+	select {
+	case <-a.node.Ready():
+	case <-ctx.Done():
+		return
+	}
 	for {
 		select {
 		case <-ctx.Done():

@@ -20,6 +20,7 @@ import (
 func (a *appliance) buildCache(context.Context) error {
 	capacity, _ := parseSize(a.cfg.Cache.Capacity)
 	minFree, _ := parseSize(a.cfg.Cache.MinFree)
+	checkpoint, _ := parseSize(a.cfg.Cache.Checkpoint)
 	client, err := originClient(a.cfg.Cache.CABundle)
 	if err != nil {
 		return err
@@ -30,7 +31,7 @@ func (a *appliance) buildCache(context.Context) error {
 	}
 	c, err := imagecache.Open(imagecache.Config{
 		Dir: filepath.Join(a.cfg.DataDir, "cache"), Capacity: capacity, MinFree: minFree,
-		Concurrency: a.cfg.Cache.Concurrency, HTTPClient: client, Now: time.Now,
+		Concurrency: a.cfg.Cache.Concurrency, CheckpointBytes: checkpoint, HTTPClient: client, Now: time.Now,
 		Logger: a.log, Metrics: a.reg, Pins: a.pins,
 	})
 	if err != nil {
@@ -38,7 +39,23 @@ func (a *appliance) buildCache(context.Context) error {
 	}
 	a.cache = c
 	a.onClose(c.Close)
-	return a.syncImages()
+	return nil
+}
+
+// runCache starts the cache once the replicated state has caught up: on a
+// restart raft replays its log only after the node leads again, and a cache
+// told the wanted set before that would release (and delete the partial
+// pulls of) every image, and evict with no pins known.
+func (a *appliance) runCache(ctx context.Context) error {
+	select {
+	case <-a.node.Ready():
+	case <-ctx.Done():
+		return nil
+	}
+	if err := a.syncImages(); err != nil {
+		return err
+	}
+	return a.cache.Run(ctx)
 }
 
 // originClient verifies TLS against the system roots plus an optional

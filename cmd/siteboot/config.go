@@ -63,6 +63,7 @@ type Config struct {
 		MinFree     string `yaml:"min_free" doc:"disk space a pull must leave free, e.g. 5GiB"`
 		Concurrency int    `yaml:"concurrency" doc:"pulls at once"`
 		CABundle    string `yaml:"ca_bundle" doc:"extra PEM CA bundle trusted for https image origins"`
+		Checkpoint  string `yaml:"checkpoint" doc:"data a pull writes between durable resume points, e.g. 64MiB"`
 	} `yaml:"cache"`
 	Raft struct {
 		Listen string `yaml:"listen" doc:"raft TCP address; empty runs a single voter with no listener"`
@@ -110,6 +111,7 @@ func defaultConfig() Config {
 	c.TFTP.Listen = ":69"
 	c.TFTP.MaxBlockSize = 1468
 	c.Cache.Concurrency = 2
+	c.Cache.Checkpoint = "64MiB"
 	c.Lease.TTL = Duration(10 * time.Second)
 	c.Entries.DefaultTTL = Duration(24 * time.Hour)
 	c.Log.Level = "info"
@@ -200,7 +202,10 @@ func (c *Config) check() error {
 	if _, _, err := net.SplitHostPort(c.HTTP.Listen); err != nil {
 		bad("http.listen", "%q: %v", c.HTTP.Listen, err)
 	}
-	for key, v := range map[string]string{"cache.capacity": c.Cache.Capacity, "cache.min_free": c.Cache.MinFree} {
+	if n, err := parseSize(c.Cache.Checkpoint); err == nil && n < 1<<20 {
+		bad("cache.checkpoint", "%q: at least 1MiB", c.Cache.Checkpoint)
+	}
+	for key, v := range map[string]string{"cache.capacity": c.Cache.Capacity, "cache.min_free": c.Cache.MinFree, "cache.checkpoint": c.Cache.Checkpoint} {
 		if _, err := parseSize(v); err != nil {
 			bad(key, "%v", err)
 		}

@@ -57,7 +57,20 @@ func TestMain(m *testing.M) {
 // serveProcess starts `siteboot serve` as a child process.
 func serveProcess(t *testing.T, args ...string) *exec.Cmd {
 	t.Helper()
-	cmd := exec.Command(sitebootBinary(t), append([]string{"serve", "--http-listen", "127.0.0.1:0", "--node-id", "proc-test"}, args...)...)
+	return startServe(t, append([]string{"--http-listen", "127.0.0.1:0"}, args...)...)
+}
+
+// serveProcessOn is serveProcess with the caller's --http-listen in args.
+func serveProcessOn(t *testing.T, args ...string) *os.Process {
+	t.Helper()
+	return startServe(t, args...).Process
+}
+
+func startServe(t *testing.T, args ...string) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command(sitebootBinary(t), append([]string{"serve", "--node-id", "proc-test"}, args...)...)
+	// Child appliances never touch the host's network: no DHCP, no TFTP.
+	cmd.Env = append(os.Environ(), "SITEBOOT_DHCP_ENABLED=false", "SITEBOOT_TFTP_LISTEN=")
 	var logs bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &logs, &logs
 	if err := cmd.Start(); err != nil {
