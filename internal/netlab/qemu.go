@@ -1,0 +1,175 @@
+package netlab
+
+import (
+	"crypto/rand"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+)
+
+// Firmware selects how a VM boots.
+type Firmware int
+
+const (
+	// BIOS is SeaBIOS running the virtio-net option ROM, which is iPXE.
+	BIOS Firmware = iota
+	// UEFI is OVMF: edk2's own PXE client (arch 7), then whatever it loads.
+	UEFI
+)
+
+// String names the firmware for logs.
+func (f Firmware) String() string {
+	if f == UEFI {
+		return "uefi"
+	}
+	return "bios"
+}
+
+// Firmware images from Debian's ovmf package.
+const (
+	OVMFCode = "/usr/share/OVMF/OVMF_CODE_4M.fd"
+	OVMFVars = "/usr/share/OVMF/OVMF_VARS_4M.fd"
+)
+
+const qemuBinary = "qemu-system-x86_64"
+
+// VMConfig describes a network-booting virtual machine.
+type VMConfig struct {
+	// Label names the VM's files in the lab dir. Default "vm<n>".
+	Label string
+	// Firmware is BIOS (default) or UEFI.
+	Firmware Firmware
+	// MAC is the NIC's address. Default: 52:54:00 and three random bytes.
+	MAC net.HardwareAddr
+	// MemoryMB is the guest RAM. Default 512.
+	MemoryMB int
+	// NIC is the QEMU network device. Default "virtio-net-pci".
+	NIC string
+	// NICROM is the NIC's option ROM: "" picks QEMU's iPXE ROM for BIOS and
+	// no ROM for UEFI, so that edk2's own driver and PXE client run (with
+	// QEMU's iPXE EFI ROM, OVMF boots iPXE straight away); "qemu" keeps
+	// QEMU's ROM, "none" drops it, anything else is a ROM file path.
+	NICROM string
+	// Extra are further QEMU arguments.
+	Extra []string
+}
+
+// VM is a QEMU guest on the lab's bridge (TCG, no display, boot from
+// network). The lab kills it at the end of the test.
+type VM struct {
+	*Process
+	// MAC is the guest NIC's address.
+	MAC net.HardwareAddr
+	// Monitor is the QEMU human monitor's unix socket.
+	Monitor string
+	// Serial is the file receiving the guest's serial console.
+	Serial string
+}
+
+// StartVM creates a tap on the bridge and boots a VM from the network
+// through it. Require NeedsVM(cfg.Firmware) first.
+func (l *Lab) StartVM(cfg VMConfig) *VM {
+	l.t.Helper()
+	vm, args, err := l.prepareVM(&cfg)
+	if err != nil {
+		l.t.Fatalf("netlab: vm %s: %v", cfg.Label, err)
+	}
+	vm.Process = l.start(l.SwitchNS(), cfg.Label, qemuBinary, args...)
+	return vm
+}
+
+func (l *Lab) prepareVM(cfg *VMConfig) (*VM, []string, error) {
+	l.mu.Lock()
+	l.taps++
+	n := l.taps
+	l.mu.Unlock()
+	vmDefaults(cfg, n)
+	tap := "t" + strconv.Itoa(n)
+	err := l.ipBatch(l.SwitchNS(),
+		[]string{"tuntap", "add", "dev", tap, "mode", "tap"},
+		[]string{"link", "set", tap, "master", bridge, "up"},
+	)
+	if err != nil {
+		return nil, nil, err
+	}
+	vm := &VM{
+		MAC:     cfg.MAC,
+		Monitor: filepath.Join(l.dir, cfg.Label+".mon"),
+		Serial:  filepath.Join(l.dir, cfg.Label+"-serial.log"),
+	}
+	if len(vm.Monitor) > 100 {
+		return nil, nil, fmt.Errorf("monitor socket path too long: %s", vm.Monitor)
+	}
+	args, err := l.qemuArgs(cfg, vm, tap)
+	return vm, args, err
+}
+
+func vmDefaults(cfg *VMConfig, n int) {
+	if cfg.Label == "" {
+		cfg.Label = "vm" + strconv.Itoa(n)
+	}
+	if cfg.MAC == nil {
+		cfg.MAC = RandomMAC()
+	}
+	if cfg.MemoryMB <= 0 {
+		cfg.MemoryMB = 512
+	}
+	if cfg.NIC == "" {
+		cfg.NIC = "virtio-net-pci"
+	}
+}
+
+func (l *Lab) qemuArgs(cfg *VMConfig, vm *VM, tap string) ([]string, error) {
+	args := []string{
+		"-name", cfg.Label,
+		"-accel", "tcg",
+		"-m", strconv.Itoa(cfg.MemoryMB),
+		"-display", "none",
+		"-serial", "file:" + vm.Serial,
+		"-monitor", "unix:" + vm.Monitor + ",server=on,wait=off",
+		"-netdev", "tap,id=n0,ifname=" + tap + ",script=no,downscript=no",
+		"-device", cfg.NIC + ",netdev=n0,mac=" + cfg.MAC.String() + romOption(cfg),
+		"-boot", "n",
+	}
+	if cfg.Firmware == UEFI {
+		vars := filepath.Join(l.dir, cfg.Label+"-vars.fd")
+		if err := copyFile(OVMFVars, vars); err != nil {
+			return nil, err
+		}
+		args = append(args,
+			"-drive", "if=pflash,format=raw,readonly=on,file="+OVMFCode,
+			"-drive", "if=pflash,format=raw,file="+vars)
+	}
+	return append(args, cfg.Extra...), nil
+}
+
+func romOption(cfg *VMConfig) string {
+	switch {
+	case cfg.NICROM == "qemu" || (cfg.NICROM == "" && cfg.Firmware == BIOS):
+		return ""
+	case cfg.NICROM == "none" || cfg.NICROM == "":
+		return ",romfile="
+	default:
+		return ",romfile=" + cfg.NICROM
+	}
+}
+
+// RandomMAC returns a QEMU-style address (52:54:00 and three random bytes).
+func RandomMAC() net.HardwareAddr {
+	mac := net.HardwareAddr{0x52, 0x54, 0x00, 0, 0, 0}
+	_, _ = rand.Read(mac[3:])
+	return mac
+}
+
+func copyFile(src, dst string) error {
+	b, err := os.ReadFile(src)
+	if err != nil {
+		return fmt.Errorf("copy %s: %w", src, err)
+	}
+	if err := os.WriteFile(dst, b, 0o644); err != nil {
+		return fmt.Errorf("copy to %s: %w", dst, err)
+	}
+	return nil
+}
