@@ -77,6 +77,10 @@ func (s *Server) interfaces() ([]ifaceAddr, error) {
 	return out, nil
 }
 
+// ErrNoInterfaces is Listen with no configured interfaces on a host that
+// has no up, non-loopback interface with an IPv4 address.
+var ErrNoInterfaces = errors.New("dhcpproxy: no up, non-loopback interface with an IPv4 address")
+
 func allInterfaces() ([]ifaceAddr, error) {
 	ifcs, err := net.Interfaces()
 	if err != nil {
@@ -93,7 +97,7 @@ func allInterfaces() ([]ifaceAddr, error) {
 		}
 	}
 	if len(out) == 0 {
-		return nil, errors.New("dhcpproxy: no up, non-loopback interface with an IPv4 address")
+		return nil, ErrNoInterfaces
 	}
 	return out, nil
 }

@@ -5,6 +5,7 @@ import (
 	"io"
 	"log"
 	"log/slog"
+	"strings"
 
 	"github.com/hashicorp/go-hclog"
 )
@@ -34,7 +35,13 @@ func (h *hclogAdapter) slogLevel(level hclog.Level) slog.Level {
 }
 
 func (h *hclogAdapter) Log(level hclog.Level, msg string, args ...any) {
-	h.l.Log(context.Background(), h.slogLevel(level), h.name+": "+msg, append(h.args, args...)...)
+	lv := h.slogLevel(level)
+	if lv == slog.LevelWarn && strings.HasPrefix(msg, "heartbeat timeout reached") {
+		// Every start of a node begins so: an election is routine, not a
+		// warning. Losing leadership is logged by the lease as a warning.
+		lv = slog.LevelInfo
+	}
+	h.l.Log(context.Background(), lv, h.name+": "+msg, append(h.args, args...)...)
 }
 func (h *hclogAdapter) Trace(msg string, args ...any) { h.Log(hclog.Trace, msg, args...) }
 func (h *hclogAdapter) Debug(msg string, args ...any) { h.Log(hclog.Debug, msg, args...) }

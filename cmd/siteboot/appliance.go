@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -187,7 +188,7 @@ func (a *appliance) bindHTTP(context.Context) error {
 }
 
 func (a *appliance) bindDHCP(ctx context.Context) error {
-	if !a.cfg.DHCP.Enabled {
+	if a.cfg.DHCP.Enabled == "false" {
 		a.log.Info("dhcp: disabled (dhcp.enabled: false)")
 		return nil
 	}
@@ -207,7 +208,7 @@ func (a *appliance) bindDHCP(ctx context.Context) error {
 	}
 	conns, err := srv.Listen(ctx)
 	if err != nil {
-		return fmt.Errorf("%w (run as root, or set dhcp.enabled: false)", err)
+		return a.optional("dhcp", a.cfg.DHCP.Enabled, fmt.Errorf("%w (run as root or with CAP_NET_BIND_SERVICE and CAP_NET_RAW, or set dhcp.enabled: false)", err))
 	}
 	a.dhcp, a.dhcpConn = srv, conns
 	for _, c := range conns {
@@ -217,8 +218,8 @@ func (a *appliance) bindDHCP(ctx context.Context) error {
 }
 
 func (a *appliance) bindTFTP(context.Context) error {
-	if a.cfg.TFTP.Listen == "" {
-		a.log.Info("tftp: disabled (tftp.listen is empty)")
+	if a.cfg.TFTP.Listen == "" || a.cfg.TFTP.Enabled == "false" {
+		a.log.Info("tftp: disabled (tftp.enabled: false or tftp.listen empty)")
 		return nil
 	}
 	srv, err := tftpd.New(tftpd.Config{Files: a.boot, MaxBlockSize: a.cfg.TFTP.MaxBlockSize, Logger: a.log, Metrics: a.reg})
@@ -227,10 +228,21 @@ func (a *appliance) bindTFTP(context.Context) error {
 	}
 	pc, err := net.ListenPacket("udp4", a.cfg.TFTP.Listen)
 	if err != nil {
-		return fmt.Errorf("tftp.listen %s: %w (run as root, or set tftp.listen empty)", a.cfg.TFTP.Listen, err)
+		return a.optional("tftp", a.cfg.TFTP.Enabled, fmt.Errorf("tftp.listen %s: %w (run as root, or set tftp.enabled: false)", a.cfg.TFTP.Listen, err))
 	}
 	a.tftp, a.tftpConn = srv, pc
 	a.log.Info("tftp listening", "addr", pc.LocalAddr().String(), "files", len(a.boot.Files()))
+	return nil
+}
+
+// optional decides what a service that cannot bind does: with enabled
+// "true" the appliance does not start; with "auto" it starts without the
+// service and says so, loudly, once.
+func (a *appliance) optional(service, enabled string, err error) error {
+	if enabled == "true" || !(errors.Is(err, os.ErrPermission) || errors.Is(err, dhcpproxy.ErrNoInterfaces)) {
+		return err
+	}
+	a.log.Warn(service+": NOT RUNNING: machines will not be answered by it", "err", err, "hint", service+".enabled: true makes this fatal")
 	return nil
 }
 

@@ -41,11 +41,12 @@ type Config struct {
 		Advertise string `yaml:"advertise" doc:"base URL machines use to reach HTTP (default: the arrival interface's address and http.listen's port)"`
 	} `yaml:"http"`
 	DHCP struct {
-		Enabled     bool     `yaml:"enabled" doc:"run the proxyDHCP server (UDP 67 and 4011; needs root)"`
+		Enabled     string   `yaml:"enabled" doc:"proxyDHCP on UDP 67 and 4011: auto (on; off with a warning when it cannot bind, e.g. not root), true (must run), false"`
 		Interfaces  []string `yaml:"interfaces" doc:"interfaces to answer on (default: every up, non-loopback IPv4 interface)"`
 		AdvertiseIP string   `yaml:"advertise_ip" doc:"address put into siaddr/option 54 instead of the interface's"`
 	} `yaml:"dhcp"`
 	TFTP struct {
+		Enabled      string `yaml:"enabled" doc:"TFTP: auto (on; off with a warning when it cannot bind), true (must run), false"`
 		Listen       string `yaml:"listen" doc:"TFTP address for the boot files; empty turns TFTP off"`
 		MaxBlockSize int    `yaml:"max_block_size" doc:"largest blksize granted (1468 fits a 1500-byte MTU)"`
 	} `yaml:"tftp"`
@@ -107,7 +108,8 @@ func defaultConfig() Config {
 	c.SiteID = "default"
 	c.Admin.Group = "siteboot"
 	c.HTTP.Listen = ":8080"
-	c.DHCP.Enabled = true
+	c.DHCP.Enabled = "auto"
+	c.TFTP.Enabled = "auto"
 	c.TFTP.Listen = ":69"
 	c.TFTP.MaxBlockSize = 1468
 	c.Cache.Concurrency = 2
@@ -190,6 +192,11 @@ func (c *Config) check() error {
 	}
 	if c.Admin.TCPListen != "" && (c.Admin.TLS.Cert == "" || c.Admin.TLS.Key == "" || c.Admin.TLS.ClientCA == "") {
 		bad("admin.tcp_listen", "needs admin.tls.cert, admin.tls.key and admin.tls.client_ca (mutual TLS only)")
+	}
+	for key, v := range map[string]string{"dhcp.enabled": c.DHCP.Enabled, "tftp.enabled": c.TFTP.Enabled} {
+		if v != "auto" && v != "true" && v != "false" {
+			bad(key, "%q: want auto, true or false", v)
+		}
 	}
 	if c.DHCP.AdvertiseIP != "" {
 		if ip := net.ParseIP(c.DHCP.AdvertiseIP); ip == nil || ip.To4() == nil {

@@ -99,6 +99,11 @@ func TestConfigErrorsNameTheKey(t *testing.T) {
 		{"bad log level", "log:\n  level: loud\n", nil, "log.level"},
 		{"max below default", "entries:\n  max_ttl: 1h\n", nil, "entries.max_ttl"},
 		{"empty site", "site_id: ''\n", nil, "site_id: is required"},
+		{"dhcp enabled word", "dhcp:\n  enabled: maybe\n", nil, `dhcp.enabled: "maybe": want auto, true or false`},
+		{"tftp enabled env", "", map[string]string{"SITEBOOT_TFTP_ENABLED": "yes"}, "tftp.enabled"},
+		{"advertise ip", "dhcp:\n  advertise_ip: fe80::1\n", nil, "dhcp.advertise_ip"},
+		{"cache capacity", "cache:\n  capacity: lots\n", nil, "cache.capacity"},
+		{"interfaces env list", "", map[string]string{"SITEBOOT_DHCP_INTERFACES": "eth0,eth1", "SITEBOOT_LOG_LEVEL": "loud"}, "log.level"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
