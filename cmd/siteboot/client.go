@@ -6,6 +6,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -18,6 +19,7 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 )
 
 // clientOptions are the flags every client command shares.
@@ -132,4 +134,22 @@ func errorLine(err error) string {
 		return "the appliance did not answer in time: " + msg
 	}
 	return msg + " (" + st.Code().String() + ")"
+}
+
+// call dials the appliance, makes one call and prints its response: as
+// protojson with -o json, with table otherwise.
+func call[T proto.Message](cmd *cobra.Command, cl *clientOptions, rpc func(context.Context, sitebootv1.SiteBootClient) (T, error), table func(io.Writer, T) error) error {
+	api, ctx, done, err := cl.dial(cmd.Context())
+	if err != nil {
+		return err
+	}
+	defer done()
+	resp, err := rpc(ctx, api)
+	if err != nil {
+		return err
+	}
+	if cl.output == "json" {
+		return printJSON(cmd.OutOrStdout(), resp)
+	}
+	return table(cmd.OutOrStdout(), resp)
 }

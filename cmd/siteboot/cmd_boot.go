@@ -1,7 +1,9 @@
 package main
 
 import (
+	"context"
 	"fmt"
+	"io"
 	"regexp"
 	"time"
 
@@ -20,24 +22,16 @@ func newDiscoveredCmd(cl *clientOptions) *cobra.Command {
 		Short: "List discovered machines, most recently seen first",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			api, ctx, done, err := cl.dial(cmd.Context())
-			if err != nil {
-				return err
-			}
-			defer done()
-			resp, err := api.ListDiscovered(ctx, &sitebootv1.ListDiscoveredRequest{})
-			if err != nil {
-				return err
-			}
-			if cl.output == "json" {
-				return printJSON(cmd.OutOrStdout(), resp)
-			}
-			t := newTable(cmd.OutOrStdout(), "MAC", "ARCH", "PRODUCT UUID", "RELAY", "COUNT", "FIRST SEEN", "LAST SEEN")
-			for _, m := range resp.GetMachines() {
-				t.row(m.GetMac(), m.GetArch(), m.GetProductUuid(), m.GetRelay(), m.GetCount(),
-					m.GetFirstSeen().AsTime().Local().Format(time.RFC3339), m.GetLastSeen().AsTime().Local().Format(time.RFC3339))
-			}
-			return t.flush()
+			return call(cmd, cl, func(ctx context.Context, api sitebootv1.SiteBootClient) (*sitebootv1.ListDiscoveredResponse, error) {
+				return api.ListDiscovered(ctx, &sitebootv1.ListDiscoveredRequest{})
+			}, func(w io.Writer, resp *sitebootv1.ListDiscoveredResponse) error {
+				t := newTable(w, "MAC", "ARCH", "PRODUCT UUID", "RELAY", "COUNT", "FIRST SEEN", "LAST SEEN")
+				for _, m := range resp.GetMachines() {
+					t.row(m.GetMac(), m.GetArch(), m.GetProductUuid(), m.GetRelay(), m.GetCount(),
+						m.GetFirstSeen().AsTime().Local().Format(time.RFC3339), m.GetLastSeen().AsTime().Local().Format(time.RFC3339))
+				}
+				return t.flush()
+			})
 		},
 	})
 	return c

@@ -1,9 +1,11 @@
 package main
 
 import (
+	"context"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 	"time"
 
@@ -47,19 +49,11 @@ appliance's entries.default_ttl applies.`,
 			if err != nil {
 				return err
 			}
-			api, ctx, done, err := cl.dial(cmd.Context())
-			if err != nil {
-				return err
-			}
-			defer done()
-			resp, err := api.PrepareRamdisk(ctx, req)
-			if err != nil {
-				return err
-			}
-			if cl.output == "json" {
-				return printJSON(cmd.OutOrStdout(), resp)
-			}
-			return printEntries(cmd, resp.GetEntries())
+			return call(cmd, cl, func(ctx context.Context, api sitebootv1.SiteBootClient) (*sitebootv1.PrepareRamdiskResponse, error) {
+				return api.PrepareRamdisk(ctx, req)
+			}, func(w io.Writer, resp *sitebootv1.PrepareRamdiskResponse) error {
+				return printEntries(w, resp.GetEntries())
+			})
 		},
 	}
 	fl := c.Flags()
@@ -122,27 +116,19 @@ func newEntryLsCmd(cl *clientOptions) *cobra.Command {
 		Short: "List boot entries",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			api, ctx, done, err := cl.dial(cmd.Context())
-			if err != nil {
-				return err
-			}
-			defer done()
-			resp, err := api.ListEntries(ctx, &sitebootv1.ListEntriesRequest{NodeId: nodeID})
-			if err != nil {
-				return err
-			}
-			if cl.output == "json" {
-				return printJSON(cmd.OutOrStdout(), resp)
-			}
-			return printEntries(cmd, resp.GetEntries())
+			return call(cmd, cl, func(ctx context.Context, api sitebootv1.SiteBootClient) (*sitebootv1.ListEntriesResponse, error) {
+				return api.ListEntries(ctx, &sitebootv1.ListEntriesRequest{NodeId: nodeID})
+			}, func(w io.Writer, resp *sitebootv1.ListEntriesResponse) error {
+				return printEntries(w, resp.GetEntries())
+			})
 		},
 	}
 	c.Flags().StringVar(&nodeID, "node-id", "", "list only this node's entries")
 	return c
 }
 
-func printEntries(cmd *cobra.Command, entries []*sitebootv1.Entry) error {
-	t := newTable(cmd.OutOrStdout(), "NODE", "MAC", "ARCH", "WORKFLOW", "BOOT", "NOT AFTER", "LIVE")
+func printEntries(w io.Writer, entries []*sitebootv1.Entry) error {
+	t := newTable(w, "NODE", "MAC", "ARCH", "WORKFLOW", "BOOT", "NOT AFTER", "LIVE")
 	for _, e := range entries {
 		pe := e.GetEntry()
 		t.row(e.GetNodeId(), pe.GetMac(), site.ArchName(pe.GetArch()), pe.GetWorkflowId(), bootKind(pe),
@@ -168,24 +154,16 @@ func newEntryRmCmd(cl *clientOptions) *cobra.Command {
 		Short: "Remove a node's boot entries (all, or those of the MACs / workflow given)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			api, ctx, done, err := cl.dial(cmd.Context())
-			if err != nil {
+			return call(cmd, cl, func(ctx context.Context, api sitebootv1.SiteBootClient) (*sitebootv1.CleanUpResponse, error) {
+				return api.CleanUp(ctx, req)
+			}, func(w io.Writer, resp *sitebootv1.CleanUpResponse) error {
+				if len(resp.GetRemovedMacs()) == 0 {
+					_, err := fmt.Fprintln(w, "no entries matched")
+					return err
+				}
+				_, err := fmt.Fprintf(w, "removed %d: %s\n", len(resp.GetRemovedMacs()), strings.Join(resp.GetRemovedMacs(), " "))
 				return err
-			}
-			defer done()
-			resp, err := api.CleanUp(ctx, req)
-			if err != nil {
-				return err
-			}
-			if cl.output == "json" {
-				return printJSON(cmd.OutOrStdout(), resp)
-			}
-			if len(resp.GetRemovedMacs()) == 0 {
-				_, err = fmt.Fprintln(cmd.OutOrStdout(), "no entries matched")
-				return err
-			}
-			_, err = fmt.Fprintf(cmd.OutOrStdout(), "removed %d: %s\n", len(resp.GetRemovedMacs()), strings.Join(resp.GetRemovedMacs(), " "))
-			return err
+			})
 		},
 	}
 	c.Flags().StringVar(&req.NodeId, "node-id", "", "node whose entries to remove (required)")

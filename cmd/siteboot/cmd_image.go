@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -53,19 +54,11 @@ func newImageAddCmd(cl *clientOptions) *cobra.Command {
 					return err
 				}
 			}
-			api, ctx, done, err := cl.dial(cmd.Context())
-			if err != nil {
-				return err
-			}
-			defer done()
-			resp, err := api.AddImage(ctx, req)
-			if err != nil {
-				return err
-			}
-			if cl.output == "json" {
-				return printJSON(cmd.OutOrStdout(), resp)
-			}
-			return printImages(cmd.OutOrStdout(), []*sitebootv1.Image{resp.GetImage()})
+			return call(cmd, cl, func(ctx context.Context, api sitebootv1.SiteBootClient) (*sitebootv1.AddImageResponse, error) {
+				return api.AddImage(ctx, req)
+			}, func(w io.Writer, resp *sitebootv1.AddImageResponse) error {
+				return printImages(w, []*sitebootv1.Image{resp.GetImage()})
+			})
 		},
 	}
 	f := c.Flags()
@@ -85,27 +78,19 @@ func newImageLsCmd(cl *clientOptions) *cobra.Command {
 		Short: "List the cache: state, size, last use, why a pull failed",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			api, ctx, done, err := cl.dial(cmd.Context())
-			if err != nil {
+			return call(cmd, cl, func(ctx context.Context, api sitebootv1.SiteBootClient) (*sitebootv1.ListImagesResponse, error) {
+				return api.ListImages(ctx, &sitebootv1.ListImagesRequest{})
+			}, func(w io.Writer, resp *sitebootv1.ListImagesResponse) error {
+				if err := printImages(w, resp.GetImages()); err != nil {
+					return err
+				}
+				capacity := "unbounded"
+				if resp.GetCapacityBytes() > 0 {
+					capacity = humanBytes(resp.GetCapacityBytes())
+				}
+				_, err := fmt.Fprintf(w, "used %s of %s\n", humanBytes(resp.GetUsedBytes()), capacity)
 				return err
-			}
-			defer done()
-			resp, err := api.ListImages(ctx, &sitebootv1.ListImagesRequest{})
-			if err != nil {
-				return err
-			}
-			if cl.output == "json" {
-				return printJSON(cmd.OutOrStdout(), resp)
-			}
-			if err := printImages(cmd.OutOrStdout(), resp.GetImages()); err != nil {
-				return err
-			}
-			capacity := "unbounded"
-			if resp.GetCapacityBytes() > 0 {
-				capacity = humanBytes(resp.GetCapacityBytes())
-			}
-			_, err = fmt.Fprintf(cmd.OutOrStdout(), "used %s of %s\n", humanBytes(resp.GetUsedBytes()), capacity)
-			return err
+			})
 		},
 	}
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
@@ -49,24 +50,16 @@ fields are errors. '-' reads standard input.`,
 			if err != nil {
 				return err
 			}
-			api, ctx, done, err := cl.dial(cmd.Context())
-			if err != nil {
-				return err
-			}
-			defer done()
-			resp, err := api.ApplySiteSpec(ctx, &sitebootv1.ApplySiteSpecRequest{Spec: spec})
-			if err != nil {
-				return err
-			}
-			if cl.output == "json" {
-				return printJSON(cmd.OutOrStdout(), resp)
-			}
-			out := cmd.OutOrStdout()
-			fmt.Fprintf(out, "applied: %d cache images, %d proxy targets\n", len(resp.GetSpec().GetCacheImages()), len(resp.GetSpec().GetProxyTargets()))
-			for _, d := range resp.GetReleased() {
-				fmt.Fprintf(out, "released %x\n", d)
-			}
-			return nil
+			return call(cmd, cl, func(ctx context.Context, api sitebootv1.SiteBootClient) (*sitebootv1.ApplySiteSpecResponse, error) {
+				return api.ApplySiteSpec(ctx, &sitebootv1.ApplySiteSpecRequest{Spec: spec})
+			}, func(w io.Writer, resp *sitebootv1.ApplySiteSpecResponse) error {
+				out := w
+				fmt.Fprintf(out, "applied: %d cache images, %d proxy targets\n", len(resp.GetSpec().GetCacheImages()), len(resp.GetSpec().GetProxyTargets()))
+				for _, d := range resp.GetReleased() {
+					fmt.Fprintf(out, "released %x\n", d)
+				}
+				return nil
+			})
 		},
 	}
 }

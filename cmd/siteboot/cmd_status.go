@@ -1,8 +1,10 @@
 package main
 
 import (
+	"context"
 	"encoding/hex"
 	"fmt"
+	"io"
 	"strings"
 	"time"
 
@@ -16,25 +18,15 @@ func newStatusCmd(cl *clientOptions) *cobra.Command {
 		Short: "Show what the appliance is, holds and whether it holds the boot lease",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			api, ctx, done, err := cl.dial(cmd.Context())
-			if err != nil {
-				return err
-			}
-			defer done()
-			st, err := api.GetStatus(ctx, &sitebootv1.GetStatusRequest{})
-			if err != nil {
-				return err
-			}
-			if cl.output == "json" {
-				return printJSON(cmd.OutOrStdout(), st)
-			}
-			return printStatus(cmd, st)
+			return call(cmd, cl, func(ctx context.Context, api sitebootv1.SiteBootClient) (*sitebootv1.GetStatusResponse, error) {
+				return api.GetStatus(ctx, &sitebootv1.GetStatusRequest{})
+			}, printStatus)
 		},
 	}
 }
 
-func printStatus(cmd *cobra.Command, st *sitebootv1.GetStatusResponse) error {
-	t := newTable(cmd.OutOrStdout(), "FIELD", "VALUE")
+func printStatus(w io.Writer, st *sitebootv1.GetStatusResponse) error {
+	t := newTable(w, "FIELD", "VALUE")
 	lease := st.GetLease()
 	t.row("site", st.GetSiteId())
 	t.row("node", st.GetNodeId())
@@ -57,14 +49,14 @@ func printStatus(cmd *cobra.Command, st *sitebootv1.GetStatusResponse) error {
 	if err := t.flush(); err != nil {
 		return err
 	}
-	return printBootFiles(cmd, st.GetBootFiles())
+	return printBootFiles(w, st.GetBootFiles())
 }
 
 // printBootFiles lists the boot files that are a default for some arch,
 // with their digests; files served only by name are counted.
-func printBootFiles(cmd *cobra.Command, files []*sitebootv1.BootFile) error {
+func printBootFiles(w io.Writer, files []*sitebootv1.BootFile) error {
 	var byName int
-	t := newTable(cmd.OutOrStdout(), "\nBOOT FILE", "ARCH", "SIZE", "SHA256")
+	t := newTable(w, "\nBOOT FILE", "ARCH", "SIZE", "SHA256")
 	for _, f := range files {
 		if len(f.GetArches()) == 0 {
 			byName++
@@ -76,7 +68,7 @@ func printBootFiles(cmd *cobra.Command, files []*sitebootv1.BootFile) error {
 		return err
 	}
 	if byName > 0 {
-		_, err := fmt.Fprintf(cmd.OutOrStdout(), "(and %d more served by name; -o json lists all)\n", byName)
+		_, err := fmt.Fprintf(w, "(and %d more served by name; -o json lists all)\n", byName)
 		return err
 	}
 	return nil
