@@ -85,8 +85,8 @@ func clientArch(d *dhcpv4.DHCPv4, vc string) (uint16, bool) {
 
 // clientUUID reads option 97. Absent: nothing. Empty, or 17 bytes with
 // type 0: echoed as sent. Anything else is treated as no UUID. The product
-// UUID is the 16 bytes in the order sent, unless they are all zero or all
-// 0xff (firmware placeholders).
+// UUID is decoded from the SMBIOS byte order the firmware sends (see
+// formatUUID), unless it is all zero or all 0xff (firmware placeholders).
 func clientUUID(d *dhcpv4.DHCPv4) (opt []byte, echo bool, uuid string) {
 	if !d.Options.Has(dhcpv4.OptionClientMachineIdentifier) {
 		return nil, false, ""
@@ -101,6 +101,13 @@ func clientUUID(d *dhcpv4.DHCPv4) (opt []byte, echo bool, uuid string) {
 	return nil, false, ""
 }
 
+// formatUUID renders the 16 bytes of option 97 as the SMBIOS system UUID
+// people and BMCs see (dmidecode, Redfish, QEMU's -uuid, iPXE's ${uuid}).
+// Firmware sends the bytes as SMBIOS 2.6+ stores them: the first three
+// fields little-endian (the EFI GUID layout). SeaBIOS's iPXE, edk2's PXE
+// and EFI iPXE were all seen doing so in the e2e tests, so those fields are
+// swapped back here; without it a machine's UUID from DHCP would not match
+// the one its BMC reports.
 func formatUUID(b []byte) string {
 	allZero, allOnes := true, true
 	for _, c := range b {
@@ -110,7 +117,9 @@ func formatUUID(b []byte) string {
 	if allZero || allOnes {
 		return ""
 	}
-	h := hex.EncodeToString(b)
+	u := []byte{b[3], b[2], b[1], b[0], b[5], b[4], b[7], b[6]}
+	u = append(u, b[8:16]...)
+	h := hex.EncodeToString(u)
 	return h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:32]
 }
 

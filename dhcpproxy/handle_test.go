@@ -36,7 +36,7 @@ func offer(file string, mods ...func(*summary)) *summary {
 func asACK(s *summary)  { s.Type = "ACK" }
 func asHTTP(s *summary) { s.Opt60, s.Opt43 = "HTTPClient", "" }
 
-const uuidHex = "hex:004c4c4544004a3510804bb4c04f565931"
+const uuidHex = "hex:0044454c4c4a001035804bb4c04f565931"
 
 var (
 	relayIPv4 = net.IPv4(10, 1, 0, 1).To4()

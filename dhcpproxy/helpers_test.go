@@ -135,8 +135,10 @@ var (
 
 var testXID = dhcpv4.TransactionID{0xde, 0xad, 0xbe, 0xef}
 
-// uuidOpt is a well-formed option 97: type 0 + 16 bytes.
-var uuidOpt = append([]byte{0}, mustHex("4c4c4544004a3510804bb4c04f565931")...)
+// uuidOpt is a well-formed option 97: type 0 + 16 bytes, in the SMBIOS
+// byte order firmware sends (first three fields little-endian) for the
+// UUID 4c4c4544-004a-3510-804b-b4c04f565931.
+var uuidOpt = append([]byte{0}, mustHex("44454c4c4a001035804bb4c04f565931")...)
 
 func mustHex(s string) []byte {
 	b, err := hex.DecodeString(s)

@@ -117,6 +117,7 @@ func (c *Cache) sendBlob(w http.ResponseWriter, r *http.Request, f *os.File, e *
 	hd.Set("Content-Length", strconv.FormatInt(rng.length, 10))
 	w.WriteHeader(code)
 	if r.Method == http.MethodHead || rng.length == 0 {
+		log.Debug("imagecache: served", "sha256", hexOf(e.digest), "method", r.Method, "code", code, "start", rng.start, "bytes", 0)
 		return code, 0
 	}
 	if _, err := f.Seek(rng.start, io.SeekStart); err != nil {
@@ -128,7 +129,7 @@ func (c *Cache) sendBlob(w http.ResponseWriter, r *http.Request, f *os.File, e *
 		log.Debug("imagecache: response cut short", "sha256", hexOf(e.digest), "sent", n, "want", rng.length, "err", err)
 		return code, n
 	}
-	log.Debug("imagecache: served", "sha256", hexOf(e.digest), "code", code, "start", rng.start, "bytes", n)
+	log.Debug("imagecache: served", "sha256", hexOf(e.digest), "method", r.Method, "code", code, "start", rng.start, "bytes", n)
 	return code, n
 }
 

@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"time"
 
@@ -132,7 +133,7 @@ func (a *appliance) buildDiscovery(context.Context) error {
 // buildBoot: first-stage boot files and the iPXE script server.
 func (a *appliance) buildBoot(context.Context) error {
 	var linkRoots []string
-	if a.cfg.BootFiles.Dir == "" {
+	if dir := filepath.Clean(a.cfg.BootFiles.Dir); a.cfg.BootFiles.Dir == "" || slices.Contains(images.DefaultDirs(), dir) {
 		// Debian's ipxe package links /usr/lib/ipxe/ipxe.efi to /boot.
 		linkRoots = []string{"/boot"}
 	}
