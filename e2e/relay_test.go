@@ -17,9 +17,10 @@ import (
 )
 
 // relayUUID is the option 97 the crafted DISCOVERs carry (type 0 + 16
-// bytes), and relayUUIDString how dhcpproxy names it.
+// bytes in the SMBIOS order firmware uses: the first three fields
+// little-endian), and relayUUIDString the UUID dhcpproxy reads from it.
 const (
-	relayUUID       = "00" + "0123456789abcdef0123456789abcdef"
+	relayUUID       = "00" + "67452301ab89efcd0123456789abcdef"
 	relayUUIDString = "01234567-89ab-cdef-0123-456789abcdef"
 )
 
