@@ -44,8 +44,13 @@ lint: tools ## go vet, gofmt, buf lint, buf breaking
 deps: ## install the Debian packages the tests use (needs root)
 	./.ci/deps
 
+# Packages that boot QEMU VMs run one at a time: two cores under TCG
+# emulation cannot run several firmware boots at once and keep their timing.
+VM_PKGS := ./internal/netlab/ ./ipxe/ ./e2e/
+
 test: ## run every test with the race detector
-	$(GO) test -race -count=1 -timeout 40m ./...
+	$(GO) test -race -count=1 -timeout 30m $$($(GO) list ./... | grep -v -e /internal/netlab -e /ipxe -e /e2e)
+	$(GO) test -race -count=1 -timeout 30m -p 1 $(VM_PKGS)
 
 test-short: ## unit tests only (no QEMU, no namespaces)
 	$(GO) test -race -short -count=1 ./...
