@@ -1,15 +1,20 @@
 #!/usr/bin/env bash
-# bench/run.sh: proxyDHCP and TFTP benchmarks, every target in the same run
-# on the same namespaces (see bench/README.md).
+# bench/run.sh: proxyDHCP and TFTP benchmarks, siteboot against dnsmasq, in
+# the same run on the same namespaces (issue 2 item 9; bench/README.md).
 #
-#   sudo bench/run.sh [-d DURATION] [-n ENTRIES] [-t "dnsmasq siteboot"] [-o OUTDIR]
+#   sudo bench/run.sh [-d DURATION] [-n ENTRIES] [-r ROUNDS] [-s "dhcp tftp"] [-t "dnsmasq siteboot"] [-o OUTDIR]
 #
 # DHCP: dhcpload (bench/dhcpload) in the client namespace sends PXE
-# DISCOVERs from ENTRIES known MACs to the target in the server namespace:
-# first 500 from unknown MACs (must get no offer), then closed-loop at
-# -outstanding 32, then open-loop at -rate 1000. TFTP: 50 concurrent curl
-# fetches of ipxe.efi, at blksize 1468 and 512, each file checked by sha256.
-# Traffic stays on the lab bridge; the trap removes the lab on any exit.
+# DISCOVERs to the target in the server namespace: 500 from unknown MACs
+# (must get no offer), then from the ENTRIES known MACs closed-loop at
+# -outstanding 32 and open-loop at -rate 1000. TFTP: 50 concurrent curl
+# fetches of ipxe.efi at blksize 1468 and 512, each file checked by sha256.
+# Targets alternate (dnsmasq, siteboot, dnsmasq, ...) for ROUNDS rounds so
+# background load hits both alike; the summary reports medians and ratios.
+# siteboot gets the ENTRIES MACs as entries (256 per `entry add`, one node
+# each) on a fresh data dir at every start. SITEBOOT_BIN=path skips the
+# build of ./cmd/siteboot. Traffic stays on the lab bridge; the EXIT trap
+# removes the lab. Reproduce BENCHMARKS.md: sudo bench/run.sh -r 5 -d 10s
 set -euo pipefail
 
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -19,22 +24,28 @@ source "$HERE/lib.sh"
 
 DURATION=10s
 ENTRIES=10000
+ROUNDS=5
 OUTSTANDING=32
 RATE=1000
 TFTP_CLIENTS=50
 TFTP_FILE=ipxe.efi
 BOOT_DIR=/usr/lib/ipxe
 TARGETS="dnsmasq siteboot"
+SUITES="dhcp tftp"
 OUT=""
 KNOWN_PREFIX=02:5b
 UNKNOWN_PREFIX=02:5c
+MACS_PER_CALL=256
 
-usage() { sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { awk 'NR > 1 && !/^#/ {exit} NR > 1 {sub(/^# ?/, ""); print}' "$0"; }
 
-while getopts "d:n:t:o:h" opt; do
+[ "${1:-}" = --help ] && { usage; exit 0; }
+while getopts "d:n:r:s:t:o:h" opt; do
   case $opt in
     d) DURATION=$OPTARG ;;
     n) ENTRIES=$OPTARG ;;
+    r) ROUNDS=$OPTARG ;;
+    s) SUITES=$OPTARG ;;
     t) TARGETS=$OPTARG ;;
     o) OUT=$OPTARG ;;
     h) usage; exit 0 ;;
@@ -42,6 +53,7 @@ while getopts "d:n:t:o:h" opt; do
   esac
 done
 OUT=${OUT:-/tmp/sbt-bench-$(date +%Y%m%d-%H%M%S)}
+ROUND=0
 
 preflight() {
   [ "$(id -u)" = 0 ] || { echo "run.sh: needs root (network namespaces)" >&2; exit 2; }
@@ -50,6 +62,11 @@ preflight() {
     command -v "$b" >/dev/null || { echo "run.sh: needs $b in PATH" >&2; exit 2; }
   done
   [ -r "$BOOT_DIR/$TFTP_FILE" ] || { echo "run.sh: needs $BOOT_DIR/$TFTP_FILE (Debian ipxe)" >&2; exit 2; }
+  [[ $ROUNDS =~ ^[1-9][0-9]?$ ]] || { echo "run.sh: -r $ROUNDS: want 1..99" >&2; exit 2; }
+  local s
+  for s in $SUITES; do
+    [ "$s" = dhcp ] || [ "$s" = tftp ] || { echo "run.sh: -s: unknown suite $s (dhcp, tftp)" >&2; exit 2; }
+  done
   mkdir -p "$OUT"
 }
 
@@ -76,12 +93,14 @@ start_dnsmasq_dhcp() {
     echo "dhcp-ignore=tag:!known"
     sed 's/.*/dhcp-host=&,set:known/' "$OUT/known-macs.txt"
   } > "$conf"
+  rm -f "$OUT/dnsmasq-proxy.log"
   start_bg "$SRV_NS" "$OUT/dnsmasq-proxy.out" dnsmasq --keep-in-foreground --conf-file="$conf"
   TARGET_PID=$BG_PID
   wait_for_file "$OUT/dnsmasq-proxy.log" "started, version" 10
 }
 
 start_dnsmasq_tftp() {
+  rm -f "$OUT/dnsmasq-tftp.log"
   start_bg "$SRV_NS" "$OUT/dnsmasq-tftp.out" dnsmasq --keep-in-foreground --conf-file=/dev/null \
     --port=0 --user=root --interface=eth0 --bind-interfaces --enable-tftp --tftp-root="$BOOT_DIR" \
     --tftp-max=64 --pid-file="$OUT/dnsmasq-tftp.pid" --log-facility="$OUT/dnsmasq-tftp.log"
@@ -90,30 +109,34 @@ start_dnsmasq_tftp() {
 }
 
 # >>>>>>>>>>>>>>>>>>>>>>>>>>>>>>>>>>>>>>>>>>>>>>>>>>>>>>>>>>>>>>>>>>>>>>>>>>>>
-# SITEBOOT SLOT (lead: finish when `siteboot serve` has its DHCP/TFTP parts).
-# Enable with SITEBOOT_BENCH=1 (and SITEBOOT_BIN=path, default: built from
-# ./cmd/siteboot). Still to do: load the $ENTRIES entries of known-macs.txt
-# (one `siteboot entry add` per MAC is slow; a bulk path is better), point
-# ramdisk.* at real files, and confirm the config keys below.
-siteboot_available() {
-  if [ "${SITEBOOT_BENCH:-0}" != 1 ]; then
-    echo "siteboot: skipped (DHCP/TFTP not wired yet; set SITEBOOT_BENCH=1 once they are)" >&2
-    return 1
-  fi
+# SITEBOOT SLOT. boot_files.dir is BOOT_DIR, the directory dnsmasq serves.
+# Builds before 462ba2b dropped the /boot link root when boot_files.dir was
+# set explicitly, so Debian's ipxe.efi symlink (to /boot/ipxe.efi) was
+# skipped and every TFTP fetch of it got "file not found": the 0/50 of the
+# first runs. start_siteboot_tftp checks `status` lists the file first.
+# log.level warn matches dnsmasq's quiet-dhcp (no line per offer).
+SB_DATA=""
+SB_SOCK=""
+
+siteboot_build() {
   if [ -z "${SITEBOOT_BIN:-}" ]; then
     SITEBOOT_BIN="$OUT/siteboot"
     (cd "$REPO" && go build -o "$SITEBOOT_BIN" ./cmd/siteboot)
   fi
+  [ -x "$SITEBOOT_BIN" ] || { echo "run.sh: SITEBOOT_BIN $SITEBOOT_BIN is not executable" >&2; exit 2; }
 }
 
 write_siteboot_config() {
-  mkdir -p "$OUT/siteboot-data"
+  SB_DATA="$OUT/siteboot-data"
+  SB_SOCK="$SB_DATA/siteboot.sock"
+  rm -rf "$SB_DATA"
+  mkdir -p "$SB_DATA"
   cat > "$OUT/siteboot.yaml" <<YAML
 site_id: bench
 node_id: bench-1
-data_dir: $OUT/siteboot-data
+data_dir: $SB_DATA
 admin:
-  socket: $OUT/siteboot-data/siteboot.sock
+  socket: $SB_SOCK
 log:
   level: warn
 http:
@@ -129,48 +152,69 @@ tftp:
 boot_files:
   dir: $BOOT_DIR
 ramdisk:
-  # placeholders: the benchmark fetches no kernel; serve wants URLs here
+  # the benchmark fetches no kernel; scripts only need URLs here
   kernel: http://$SRV_IP:8080/bench/vmlinuz
   initrd: http://$SRV_IP:8080/bench/initrd
-  cmdline: ""
 YAML
 }
 
+# sb ARGS...: the siteboot CLI against the benchmark appliance's socket.
+sb() { "$SITEBOOT_BIN" --socket "$SB_SOCK" "$@"; }
+
 start_siteboot_common() {
-  siteboot_available || return 3
   write_siteboot_config
-  start_bg "$SRV_NS" "$OUT/siteboot.log" "$SITEBOOT_BIN" serve --config "$OUT/siteboot.yaml"
+  start_bg "$SRV_NS" "$OUT/siteboot-r$ROUND-$1.log" "$SITEBOOT_BIN" serve --config "$OUT/siteboot.yaml"
   TARGET_PID=$BG_PID
   local i
   for i in $(seq 100); do
     in_ns "$CLI_NS" curl -sf -o /dev/null "http://$SRV_IP:8080/readyz" && return 0
+    kill -0 "$TARGET_PID" 2>/dev/null || break
     sleep 0.1
   done
-  echo "siteboot did not become ready; log: $OUT/siteboot.log" >&2
+  echo "siteboot did not become ready; log: $OUT/siteboot-r$ROUND-$1.log" >&2
   return 1
 }
 
-start_siteboot_dhcp() {
-  start_siteboot_common || return $?
-  # TODO(lead): add the entries, e.g.
-  #   while read -r mac; do in_ns "$SRV_NS" "$SITEBOOT_BIN" --config "$OUT/siteboot.yaml" \
-  #     entry add --node-id "n-${mac//:/}" --mac "$mac" ...; done < "$OUT/known-macs.txt"
-  echo "siteboot: entries not loaded yet (see TODO in bench/run.sh)" >&2
-  return 3
+# load_siteboot_entries: known-macs.txt as entries, MACS_PER_CALL per node
+# and call; checks that exactly ENTRIES are live afterwards.
+load_siteboot_entries() {
+  local macs=() mac i node args start end live
+  mapfile -t macs < "$OUT/known-macs.txt"
+  start=$(date +%s.%N)
+  for ((i = 0; i < ${#macs[@]}; i += MACS_PER_CALL)); do
+    printf -v node 'node-%04d' $((i / MACS_PER_CALL + 1))
+    args=()
+    for mac in "${macs[@]:i:MACS_PER_CALL}"; do args+=(--mac "$mac"); done
+    sb -o json entry add --node-id "$node" --arch x86_64-efi "${args[@]}" > /dev/null
+  done
+  end=$(date +%s.%N)
+  live=$(sb -o json status | jq -r '.liveEntries // 0')
+  printf 'siteboot: %s entries loaded in %.2f s (%d calls), %s live\n' "${#macs[@]}" \
+    "$(echo "$end - $start" | bc -l)" $(((${#macs[@]} + MACS_PER_CALL - 1) / MACS_PER_CALL)) "$live" >&2
+  [ "$live" = "${#macs[@]}" ] || { echo "siteboot: want ${#macs[@]} live entries, have $live" >&2; return 1; }
 }
 
-start_siteboot_tftp() { start_siteboot_common; }
+start_siteboot_dhcp() {
+  start_siteboot_common dhcp || return $?
+  load_siteboot_entries
+}
+
+start_siteboot_tftp() {
+  start_siteboot_common tftp || return $?
+  sb -o json status | jq -e --arg f "$TFTP_FILE" '[.bootFiles[]?.name] | index($f) != null' > /dev/null ||
+    { echo "siteboot: does not serve $TFTP_FILE (see $OUT/siteboot-r$ROUND-tftp.log)" >&2; return 1; }
+}
 # <<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<
 
 # ------------------------------------------------------------------ suites --
 
-# record TARGET TEST FIELDS...: one line of results.tsv.
-record() { local IFS=$'\t'; echo "$*" >> "$OUT/results.tsv"; }
+# record TARGET TEST FIELDS...: one line of results.tsv, tagged with ROUND.
+record() { local IFS=$'\t'; printf '%s\t%s\n' "$ROUND" "$*" >> "$OUT/results.tsv"; }
 
 # run_load TARGET NAME ARGS...: one dhcpload run from the client namespace.
 run_load() {
-  local t=$1 name=$2 json="$OUT/dhcp-$1-$2.json"; shift 2
-  timeout 900 ip netns exec "$CLI_NS" "$DHCPLOAD" -label "$t $name" -server-id "$SRV_IP" -json "$@" > "$json"
+  local t=$1 name=$2 json="$OUT/dhcp-r$ROUND-$1-$2.json"; shift 2
+  timeout 900 ip netns exec "$CLI_NS" "$DHCPLOAD" -label "r$ROUND $t $name" -server-id "$SRV_IP" -json "$@" > "$json"
   jq -r '"\(.label): sent \(.sent), offers \(.offers) (\(.offers_per_s|floor)/s), lost \(.loss_pct)%, p50 \(.latency.p50_ms) ms, p99 \(.latency.p99_ms) ms, max \(.latency.max_ms) ms"' "$json" >&2
   record "$t" "dhcp-$name" "$(jq -r '[.sent,.offers,(.offers_per_s|floor),.loss_pct,.latency.p50_ms,.latency.p90_ms,.latency.p99_ms,.latency.max_ms]|@tsv' "$json")"
 }
@@ -179,22 +223,37 @@ dhcp_suite() {
   local t=$1 rc=0
   "start_${t}_dhcp" || rc=$?
   if [ "$rc" != 0 ]; then
-    [ "$rc" = 3 ] && { stop_target; return 0; }
+    stop_target
+    [ "$rc" = 3 ] && return 0
     return "$rc"
   fi
   run_load "$t" unknown -mac-prefix "$UNKNOWN_PREFIX" -mac-count 1000 -outstanding 32 -requests 500 -timeout 200ms
   local stray
-  stray=$(jq .offers "$OUT/dhcp-$t-unknown.json")
+  stray=$(jq .offers "$OUT/dhcp-r$ROUND-$t-unknown.json")
   [ "$stray" = 0 ] || echo "WARNING: $t offered $stray times to unknown MACs" >&2
+  local cpu0 cpu1
+  cpu0=$(cpu_seconds "$TARGET_PID")
   run_load "$t" closed -macs "$OUT/known-macs.txt" -outstanding "$OUTSTANDING" -duration "$DURATION"
+  cpu1=$(cpu_seconds "$TARGET_PID")
+  # server CPU per answered request in the closed-loop run, in microseconds
+  record "$t" cpu-us-per-offer "$(awk -v a="$cpu0" -v b="$cpu1" -v n="$(jq .offers "$OUT/dhcp-r$ROUND-$t-closed.json")" \
+    'BEGIN {printf "%.1f", (b - a) * 1e6 / (n > 0 ? n : 1)}')"
   run_load "$t" open -macs "$OUT/known-macs.txt" -rate "$RATE" -duration "$DURATION"
   stop_target
+}
+
+# cpu_seconds PID: utime+stime of the server under PID (ip netns exec
+# execs, so PID is the server itself), in seconds.
+cpu_seconds() {
+  awk -v hz="$(getconf CLK_TCK)" '{sub(/^.*\) /, ""); printf "%.2f", ($12 + $13) / hz}' "/proc/$1/stat" 2>/dev/null || echo NaN
 }
 
 # tftp_batch TARGET BLKSIZE: TFTP_CLIENTS concurrent fetches, timed, checked.
 tftp_batch() {
   local t=$1 blk=$2 dir="$OUT/tftp-$1-$2" start end ok=0 want f
   rm -rf "$dir"; mkdir -p "$dir"
+  local cpu0 cpu1
+  cpu0=$(cpu_seconds "$TARGET_PID")
   start=$(date +%s.%N)
   timeout 180 ip netns exec "$CLI_NS" bash -c '
     for i in $(seq "$1"); do
@@ -202,21 +261,24 @@ tftp_batch() {
     done
     wait' _ "$TFTP_CLIENTS" "$blk" "$dir" "$SRV_IP" "$TFTP_FILE" || true
   end=$(date +%s.%N)
+  cpu1=$(cpu_seconds "$TARGET_PID")
   want=$(sha256sum < "$BOOT_DIR/$TFTP_FILE" | cut -d' ' -f1)
   for f in "$dir"/*; do
     [ -f "$f" ] || continue
     [ "$(sha256sum < "$f" | cut -d' ' -f1)" = "$want" ] && ok=$((ok + 1))
   done
-  local secs; secs=$(echo "$end - $start" | bc -l 2>/dev/null || awk "BEGIN{print $end - $start}")
-  printf '%s tftp blksize %s: %d/%d intact in %.3f s\n' "$t" "$blk" "$ok" "$TFTP_CLIENTS" "$secs" >&2
-  record "$t" "tftp-$blk" "$ok" "$TFTP_CLIENTS" "$(printf '%.3f' "$secs")"
+  local secs; secs=$(echo "$end - $start" | bc -l)
+  local cpu; cpu=$(awk -v a="$cpu0" -v b="$cpu1" 'BEGIN {printf "%.2f", b - a}')
+  printf 'r%s %s tftp blksize %s: %d/%d intact in %.3f s, server CPU %s s\n' "$ROUND" "$t" "$blk" "$ok" "$TFTP_CLIENTS" "$secs" "$cpu" >&2
+  record "$t" "tftp-$blk" "$ok" "$TFTP_CLIENTS" "$(printf '%.3f' "$secs")" "$cpu"
 }
 
 tftp_suite() {
   local t=$1 rc=0
   "start_${t}_tftp" || rc=$?
   if [ "$rc" != 0 ]; then
-    [ "$rc" = 3 ] && { stop_target; return 0; }
+    stop_target
+    [ "$rc" = 3 ] && return 0
     return "$rc"
   fi
   tftp_batch "$t" 1468
@@ -229,21 +291,49 @@ stop_target() {
   TARGET_PID=""
 }
 
+# median TARGET TEST COLUMN: the median over the rounds of one column of
+# results.tsv (columns: 1 round, 2 target, 3 test, 4.. fields).
+median() {
+  awk -F'\t' -v t="$1" -v n="$2" -v c="$3" '$2 == t && $3 == n {print $c}' "$OUT/results.tsv" |
+    sort -g | awk '{v[NR] = $1} END {if (NR == 0) exit; print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'
+}
+
+# paired NUM DEN TEST COLUMN: the median over rounds of NUM's column divided
+# by DEN's in the same round (background load drifts cancel out).
+paired() {
+  awk -F'\t' -v a="$1" -v b="$2" -v n="$3" -v c="$4" '$c != "" && $3 == n && $2 == a {x[$1] = $c} $c != "" && $3 == n && $2 == b {y[$1] = $c}
+    END {for (r in x) if ((r in y) && y[r] != 0) print x[r] / y[r]}' "$OUT/results.tsv" |
+    sort -g | awk '{v[NR] = $1} END {if (NR == 0) exit; printf "%.2f", (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'
+}
+
 summary() {
   echo
   echo "== results ($OUT/results.tsv) =="
   column -t -s $'\t' "$OUT/results.tsv" 2>/dev/null || cat "$OUT/results.tsv"
+  echo
+  echo "== medians over $ROUNDS rounds =="
+  local t
+  for t in $TARGETS; do
+    printf '%-9s closed: %s offers/s p50 %s ms p99 %s ms, %s us CPU/offer | open %s/s: %s offers/s loss %s%% p50 %s ms p99 %s ms | tftp 1468: %s s (CPU %s s), 512: %s s (CPU %s s)\n' \
+      "$t" "$(median "$t" dhcp-closed 6)" "$(median "$t" dhcp-closed 8)" "$(median "$t" dhcp-closed 10)" "$(median "$t" cpu-us-per-offer 4)" \
+      "$RATE" "$(median "$t" dhcp-open 6)" "$(median "$t" dhcp-open 7)" "$(median "$t" dhcp-open 8)" "$(median "$t" dhcp-open 10)" \
+      "$(median "$t" tftp-1468 6)" "$(median "$t" tftp-1468 7)" "$(median "$t" tftp-512 6)" "$(median "$t" tftp-512 7)"
+  done
   local d s
-  d=$(awk -F'\t' '$1=="dnsmasq" && $2=="dhcp-closed" {print $5}' "$OUT/results.tsv")
-  s=$(awk -F'\t' '$1=="siteboot" && $2=="dhcp-closed" {print $5}' "$OUT/results.tsv")
-  if [ -n "$d" ] && [ -n "$s" ]; then
-    awk -v s="$s" -v d="$d" 'BEGIN{printf "offers/s siteboot/dnsmasq: %.2fx (target >= 1.5x)\n", s/d}'
-  fi
-  d=$(awk -F'\t' '$1=="dnsmasq" && $2=="tftp-1468" {print $5}' "$OUT/results.tsv")
-  s=$(awk -F'\t' '$1=="siteboot" && $2=="tftp-1468" {print $5}' "$OUT/results.tsv")
-  if [ -n "$d" ] && [ -n "$s" ]; then
-    awk -v s="$s" -v d="$d" 'BEGIN{printf "TFTP speed siteboot/dnsmasq: %.2fx (target >= 1.0x)\n", d/s}'
-  fi
+  d=$(median dnsmasq dhcp-closed 6); s=$(median siteboot dhcp-closed 6)
+  [ -n "$d" ] && [ -n "$s" ] && awk -v s="$s" -v d="$d" 'BEGIN{printf "offers/s siteboot/dnsmasq: %.2fx (target >= 1.5x)\n", s/d}'
+  s=$(median siteboot dhcp-open 10)
+  [ -n "$s" ] && awk -v s="$s" -v r="$RATE" 'BEGIN{printf "siteboot p99 at %d req/s: %.3f ms (target <= 1 ms)\n", r, s}'
+  d=$(paired siteboot dnsmasq dhcp-closed 6)
+  [ -n "$d" ] && echo "offers/s siteboot/dnsmasq, median of per-round ratios: ${d}x"
+  local blk
+  for blk in 1468 512; do
+    d=$(median dnsmasq "tftp-$blk" 6); s=$(median siteboot "tftp-$blk" 6)
+    [ -n "$d" ] && [ -n "$s" ] && awk -v s="$s" -v d="$d" -v b="$blk" 'BEGIN{printf "TFTP speed siteboot/dnsmasq at blksize %d: %.2fx (target >= 1.0x)\n", b, d/s}'
+    d=$(paired dnsmasq siteboot "tftp-$blk" 6)
+    [ -n "$d" ] && echo "TFTP speed siteboot/dnsmasq at blksize $blk, median of per-round ratios: ${d}x; server CPU siteboot/dnsmasq $(paired siteboot dnsmasq "tftp-$blk" 7)x"
+  done
+  return 0
 }
 
 main() {
@@ -252,12 +342,17 @@ main() {
   trap 'exit 130' INT TERM
   DHCPLOAD="$OUT/dhcpload"
   (cd "$REPO" && go build -o "$DHCPLOAD" ./bench/dhcpload)
+  case " $TARGETS " in *" siteboot "*) siteboot_build ;; esac
   "$DHCPLOAD" -mac-prefix "$KNOWN_PREFIX" -mac-count "$ENTRIES" -print-macs > "$OUT/known-macs.txt"
-  printf 'target\ttest\tsent|ok\toffers|clients\toffers_per_s|secs\tloss_pct\tp50_ms\tp90_ms\tp99_ms\tmax_ms\n' > "$OUT/results.tsv"
+  printf 'round\ttarget\ttest\tsent|ok\toffers|clients\toffers_per_s|secs\tloss_pct|cpu_s\tp50_ms\tp90_ms\tp99_ms\tmax_ms\n' > "$OUT/results.tsv"
   lab_up
-  local t
-  for t in $TARGETS; do dhcp_suite "$t"; done
-  for t in $TARGETS; do tftp_suite "$t"; done
+  for ((ROUND = 1; ROUND <= ROUNDS; ROUND++)); do
+    echo "== round $ROUND/$ROUNDS ($(cut -d' ' -f1-3 /proc/loadavg) load) ==" >&2
+    local t s
+    for s in $SUITES; do
+      for t in $TARGETS; do "${s}_suite" "$t"; done
+    done
+  done
   summary
 }
 
