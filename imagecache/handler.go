@@ -25,7 +25,10 @@ func (h handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 func (c *Cache) serve(w http.ResponseWriter, r *http.Request) (int, int64) {
-	log := c.log.With("method", r.Method, "path", clip(r.URL.Path), "remote", r.RemoteAddr)
+	log := c.log
+	if log.Enabled(r.Context(), slog.LevelDebug) {
+		log = log.With("method", r.Method, "path", clip(r.URL.Path), "remote", r.RemoteAddr)
+	}
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		w.Header().Set("Allow", "GET, HEAD")
 		return reply(w, http.StatusMethodNotAllowed, "method not allowed")
@@ -67,7 +70,7 @@ func (c *Cache) acquire(d [32]byte) (*entry, *os.File, State, error) {
 	e.readers++
 	e.lastUsed, c.dirty = c.cfg.Now(), true
 	c.mu.Unlock()
-	f, err := os.Open(c.blobPath(d))
+	f, err := openBlob(c.blobPath(d))
 	if err != nil {
 		c.release(e)
 		return nil, nil, 0, err
@@ -124,6 +127,9 @@ func (c *Cache) sendBlob(w http.ResponseWriter, r *http.Request, f *os.File, e *
 		log.Error("imagecache: seek blob", "err", err)
 		return code, 0
 	}
+	// With the headers out, net/http hands the whole range to sendfile;
+	// otherwise it first copies 512 bytes through user space.
+	_ = http.NewResponseController(w).Flush()
 	n, err := io.CopyN(w, f, rng.length) // w.ReadFrom: sendfile
 	if err != nil {
 		log.Debug("imagecache: response cut short", "sha256", hexOf(e.digest), "sent", n, "want", rng.length, "err", err)
