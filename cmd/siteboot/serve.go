@@ -6,6 +6,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -149,7 +150,7 @@ func serveHTTP(ctx context.Context, ln net.Listener, h http.Handler, log *slog.L
 	return nil
 }
 
-func newLogger(w interface{ Write([]byte) (int, error) }, level, format string) (*slog.Logger, error) {
+func newLogger(w io.Writer, level, format string) (*slog.Logger, error) {
 	var lv slog.Level
 	if err := lv.UnmarshalText([]byte(level)); err != nil {
 		return nil, fmt.Errorf("log.level: %w", err)
