@@ -244,16 +244,14 @@ range_siteboot() {
 # median KIND TARGET COLUMN: median over rounds of a results.tsv column
 # (1 round, 2 kind, 3 target, 4.. fields).
 median() {
-  awk -F'\t' -v k="$1" -v t="$2" -v c="$3" '$2 == k && $3 == t {print $c}' "$OUT/results.tsv" |
-    sort -g | awk '{v[NR] = $1} END {if (NR == 0) exit; print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'
+  awk -F'\t' -v k="$1" -v t="$2" -v c="$3" '$2 == k && $3 == t {print $c}' "$OUT/results.tsv" | median_of
 }
 
 # paired KIND NUM DEN COLUMN: the median over rounds of NUM's column
 # divided by DEN's in the same round (background load drifts cancel out).
 paired() {
   awk -F'\t' -v k="$1" -v a="$2" -v b="$3" -v c="$4" '$c != "" && $2 == k && $3 == a {x[$1] = $c} $c != "" && $2 == k && $3 == b {y[$1] = $c}
-    END {for (r in x) if ((r in y) && y[r] != 0) print x[r] / y[r]}' "$OUT/results.tsv" |
-    sort -g | awk '{v[NR] = $1} END {if (NR == 0) exit; printf "%.2f", (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'
+    END {for (r in x) if ((r in y) && y[r] != 0) print x[r] / y[r]}' "$OUT/results.tsv" | median_of %.2f | tr -d '\n'
 }
 
 summary() {

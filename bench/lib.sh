@@ -96,3 +96,9 @@ wait_for_file() {
   echo "timed out waiting for '$text' in $file" >&2
   return 1
 }
+
+# median_of [FORMAT]: the median of the numbers on stdin, one per line
+# (nothing when there are none); printed with printf FORMAT (default %s).
+median_of() {
+  sort -g | awk -v f="${1:-%s}" '{v[NR] = $1} END {if (NR == 0) exit; printf f "\n", (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'
+}

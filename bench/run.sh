@@ -294,16 +294,14 @@ stop_target() {
 # median TARGET TEST COLUMN: the median over the rounds of one column of
 # results.tsv (columns: 1 round, 2 target, 3 test, 4.. fields).
 median() {
-  awk -F'\t' -v t="$1" -v n="$2" -v c="$3" '$2 == t && $3 == n {print $c}' "$OUT/results.tsv" |
-    sort -g | awk '{v[NR] = $1} END {if (NR == 0) exit; print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'
+  awk -F'\t' -v t="$1" -v n="$2" -v c="$3" '$2 == t && $3 == n {print $c}' "$OUT/results.tsv" | median_of
 }
 
 # paired NUM DEN TEST COLUMN: the median over rounds of NUM's column divided
 # by DEN's in the same round (background load drifts cancel out).
 paired() {
   awk -F'\t' -v a="$1" -v b="$2" -v n="$3" -v c="$4" '$c != "" && $3 == n && $2 == a {x[$1] = $c} $c != "" && $3 == n && $2 == b {y[$1] = $c}
-    END {for (r in x) if ((r in y) && y[r] != 0) print x[r] / y[r]}' "$OUT/results.tsv" |
-    sort -g | awk '{v[NR] = $1} END {if (NR == 0) exit; printf "%.2f", (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'
+    END {for (r in x) if ((r in y) && y[r] != 0) print x[r] / y[r]}' "$OUT/results.tsv" | median_of %.2f | tr -d '\n'
 }
 
 summary() {
