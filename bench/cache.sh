@@ -241,23 +241,13 @@ range_siteboot() {
   stop_target
 }
 
-# median KIND TARGET COLUMN: median over rounds of a results.tsv column
-# (1 round, 2 kind, 3 target, 4.. fields).
-median() {
-  awk -F'\t' -v k="$1" -v t="$2" -v c="$3" '$2 == k && $3 == t {print $c}' "$OUT/results.tsv" | median_of
-}
-
-# paired KIND NUM DEN COLUMN: the median over rounds of NUM's column
-# divided by DEN's in the same round (background load drifts cancel out).
-paired() {
-  awk -F'\t' -v k="$1" -v a="$2" -v b="$3" -v c="$4" '$c != "" && $2 == k && $3 == a {x[$1] = $c} $c != "" && $2 == k && $3 == b {y[$1] = $c}
-    END {for (r in x) if ((r in y) && y[r] != 0) print x[r] / y[r]}' "$OUT/results.tsv" | median_of %.2f | tr -d '\n'
-}
+# median KIND TARGET COLUMN and paired KIND NUM DEN COLUMN over results.tsv
+# (1 round, 2 kind, 3 target, 4.. fields); see tsv_median and tsv_paired.
+median() { tsv_median "$OUT/results.tsv" "$1" "$2" "$3"; }
+paired() { tsv_paired "$OUT/results.tsv" 2 "$1" 3 "$2" "$3" "$4"; }
 
 summary() {
-  echo
-  echo "== results ($OUT/results.tsv) =="
-  column -t -s $'\t' "$OUT/results.tsv" 2>/dev/null || cat "$OUT/results.tsv"
+  tsv_show "$OUT/results.tsv"
   echo
   echo "== medians over $ROUNDS rounds =="
   local ps pc

@@ -102,3 +102,27 @@ wait_for_file() {
 median_of() {
   sort -g | awk -v f="${1:-%s}" '{v[NR] = $1} END {if (NR == 0) exit; printf f "\n", (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'
 }
+
+# tsv_median FILE V2 V3 COL: the median of column COL over the rows of a
+# results TSV whose columns 2 and 3 are V2 and V3 (one row per round).
+tsv_median() {
+  awk -F'\t' -v a="$2" -v b="$3" -v c="$4" '$2 == a && $3 == b {print $c}' "$1" | median_of
+}
+
+# tsv_paired FILE KEYCOL KEY WHOCOL NUM DEN COL: among rows whose column
+# KEYCOL is KEY, the median over rounds (column 1) of NUM's COL divided by
+# DEN's in the same round, NUM and DEN told apart by column WHOCOL; per-round
+# ratios cancel slow drifts of the background load.
+tsv_paired() {
+  awk -F'\t' -v kc="$2" -v k="$3" -v wc="$4" -v a="$5" -v b="$6" -v c="$7" '
+    $c != "" && $kc == k && $wc == a {x[$1] = $c}
+    $c != "" && $kc == k && $wc == b {y[$1] = $c}
+    END {for (r in x) if ((r in y) && y[r] != 0) print x[r] / y[r]}' "$1" | median_of %.2f | tr -d '\n'
+}
+
+# tsv_show FILE: the results TSV as aligned columns.
+tsv_show() {
+  echo
+  echo "== results ($1) =="
+  column -t -s $'\t' "$1" 2>/dev/null || cat "$1"
+}

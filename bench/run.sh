@@ -291,23 +291,13 @@ stop_target() {
   TARGET_PID=""
 }
 
-# median TARGET TEST COLUMN: the median over the rounds of one column of
-# results.tsv (columns: 1 round, 2 target, 3 test, 4.. fields).
-median() {
-  awk -F'\t' -v t="$1" -v n="$2" -v c="$3" '$2 == t && $3 == n {print $c}' "$OUT/results.tsv" | median_of
-}
-
-# paired NUM DEN TEST COLUMN: the median over rounds of NUM's column divided
-# by DEN's in the same round (background load drifts cancel out).
-paired() {
-  awk -F'\t' -v a="$1" -v b="$2" -v n="$3" -v c="$4" '$c != "" && $3 == n && $2 == a {x[$1] = $c} $c != "" && $3 == n && $2 == b {y[$1] = $c}
-    END {for (r in x) if ((r in y) && y[r] != 0) print x[r] / y[r]}' "$OUT/results.tsv" | median_of %.2f | tr -d '\n'
-}
+# median TARGET TEST COLUMN and paired NUM DEN TEST COLUMN over results.tsv
+# (1 round, 2 target, 3 test, 4.. fields); see tsv_median and tsv_paired.
+median() { tsv_median "$OUT/results.tsv" "$1" "$2" "$3"; }
+paired() { tsv_paired "$OUT/results.tsv" 3 "$3" 2 "$1" "$2" "$4"; }
 
 summary() {
-  echo
-  echo "== results ($OUT/results.tsv) =="
-  column -t -s $'\t' "$OUT/results.tsv" 2>/dev/null || cat "$OUT/results.tsv"
+  tsv_show "$OUT/results.tsv"
   echo
   echo "== medians over $ROUNDS rounds =="
   local t
