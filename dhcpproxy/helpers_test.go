@@ -2,6 +2,8 @@ package dhcpproxy
 
 import (
 	"encoding/hex"
+	"github.com/siteboot/siteboot/lease"
+	"go.uber.org/goleak"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -226,3 +228,16 @@ func optHex(r *dhcpv4.DHCPv4, code dhcpv4.OptionCode) string {
 	}
 	return "hex:" + hex.EncodeToString(r.Options.Get(code))
 }
+
+// TestMain fails the package's tests when one of them leaks a goroutine.
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+// The collaborators the appliance wires in satisfy the consumer interfaces
+// without adapters.
+var (
+	_ Entries   = (*site.State)(nil)
+	_ Gate      = (*lease.Node)(nil)
+	_ Discovery = (*discovery.Ledger)(nil)
+)

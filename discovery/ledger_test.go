@@ -2,6 +2,7 @@ package discovery
 
 import (
 	"fmt"
+	"go.uber.org/goleak"
 	"net"
 	"sync"
 	"testing"
@@ -272,4 +273,9 @@ func gather(t *testing.T, reg prometheus.Gatherer) map[string]float64 {
 		}
 	}
 	return out
+}
+
+// TestMain fails the package's tests when one of them leaks a goroutine.
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
 }

@@ -1,6 +1,7 @@
 package ipxe
 
 import (
+	"flag"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -10,6 +11,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/siteboot/siteboot/lease"
+	"go.uber.org/goleak"
 )
 
 // TestGolden renders every script kind through the real handler and
@@ -65,3 +68,13 @@ func checkGolden(t *testing.T, name, got string) {
 		t.Errorf("%s differs from %s (-want +got):\n%s", name, path, diff)
 	}
 }
+
+var update = flag.Bool("update", false, "rewrite the golden scripts in testdata/")
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+// lease.Node is the Gate the appliance wires in (kept out of the package
+// itself so that ipxe does not link raft).
+var _ Gate = (*lease.Node)(nil)

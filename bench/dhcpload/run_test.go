@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"go.uber.org/goleak"
 	"net"
 	"sync"
 	"testing"
@@ -199,4 +200,9 @@ func runPeerCtx(ctx context.Context, t *testing.T, p peer, o options) Result {
 		t.Fatal(err)
 	}
 	return res
+}
+
+// TestMain fails the package's tests when one of them leaks a goroutine.
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"go.uber.org/goleak"
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
@@ -45,4 +46,9 @@ func serveFunc(t *testing.T, h http.HandlerFunc) string {
 func testOptions(url string) options {
 	return options{URL: url, Clients: 4, Duration: 200 * time.Millisecond, RangeSize: 4096,
 		Timeout: 5 * time.Second, VerifyEvery: 1, Seed: 7}
+}
+
+// TestMain fails the package's tests when one of them leaks a goroutine.
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
 }

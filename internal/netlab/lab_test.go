@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"go.uber.org/goleak"
 )
 
 func TestHostsPingOverBridge(t *testing.T) {
@@ -146,4 +147,8 @@ func addBareNamespace(ctx context.Context, t *testing.T) string {
 		}
 	})
 	return ns
+}
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
 }
