@@ -32,6 +32,16 @@ func TestReopenKeepsState(t *testing.T) {
 	if !bytes.Equal(before, after) {
 		t.Errorf("GETs rewrote the index; last-used times must wait for a flush")
 	}
+	// A handler releases its image just after the client has the last byte:
+	// wait for that before taking the state to compare.
+	waitFor(t, func() bool {
+		for _, in := range c.Images() {
+			if in.Readers != 0 {
+				return false
+			}
+		}
+		return true
+	})
 	want := c.Images()
 	if err := c.Close(); err != nil {
 		t.Fatal(err)
