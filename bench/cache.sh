@@ -2,7 +2,7 @@
 # bench/cache.sh: image-cache benchmarks, siteboot against nginx and
 # curl | sha256sum, in the same run on the same namespaces (issue 3 item 8).
 #
-#   sudo bench/cache.sh [-s SIZE_MIB] [-d DURATION] [-c CLIENTS] [-r ROUNDS] [-o OUTDIR]
+#   sudo bench/cache.sh [-s SIZE_MIB] [-d DURATION] [-c CLIENTS] [-r ROUNDS] [-R RANGE_BYTES] [-N] [-o OUTDIR]
 #
 # Makes a SIZE_MIB (1024) random image, serves it from an origin nginx on
 # 127.0.0.1:8081 inside the server namespace, then for ROUNDS (5) rounds:
@@ -12,8 +12,12 @@
 # verified is served by nginx (sendfile on, alias to the blob file itself)
 # and by siteboot (/cache/<hex>), one at a time, alternating; rangeload
 # (bench/rangeload) in the client namespace runs CLIENTS (64) keep-alive
-# clients reading random aligned 1 MiB ranges for DURATION (15s), checking
-# one answer in 16 against the file. Server CPU (utime+stime from
+# clients reading random aligned RANGE_BYTES (1048576) ranges for DURATION
+# (15s), checking one answer in 16 against the file. siteboot answers them
+# on its fast path (its /metrics counts fast responses and hand-offs, shown
+# after each run); -N adds a third target, siteboot with cache.fast_path
+# false (every request through net/http), to measure what the fast path
+# buys. Server CPU (utime+stime from
 # /proc/<pid>/stat, nginx master and workers summed) per GB served.
 # SITEBOOT_BIN=path skips the build. Traffic stays in the lab; the EXIT trap
 # removes it. Reproduce BENCHMARKS.md: sudo bench/cache.sh -r 5 -d 15s
@@ -28,6 +32,8 @@ SIZE_MIB=1024
 DURATION=15s
 CLIENTS=64
 ROUNDS=5
+RANGE_BYTES=1048576
+NETHTTP=0
 OUT=""
 ORIGIN_PORT=8081
 NGINX_PORT=8082
@@ -36,12 +42,14 @@ SB_PORT=8080
 usage() { awk 'NR > 1 && !/^#/ {exit} NR > 1 {sub(/^# ?/, ""); print}' "$0"; }
 
 [ "${1:-}" = --help ] && { usage; exit 0; }
-while getopts "s:d:c:r:o:h" opt; do
+while getopts "s:d:c:r:R:No:h" opt; do
   case $opt in
     s) SIZE_MIB=$OPTARG ;;
     d) DURATION=$OPTARG ;;
     c) CLIENTS=$OPTARG ;;
     r) ROUNDS=$OPTARG ;;
+    R) RANGE_BYTES=$OPTARG ;;
+    N) NETHTTP=1 ;;
     o) OUT=$OPTARG ;;
     h) usage; exit 0 ;;
     *) usage >&2; exit 2 ;;
@@ -58,6 +66,7 @@ preflight() {
     command -v "$b" >/dev/null || { echo "cache.sh: needs $b in PATH" >&2; exit 2; }
   done
   [[ $ROUNDS =~ ^[1-9][0-9]?$ ]] || { echo "cache.sh: -r $ROUNDS: want 1..99" >&2; exit 2; }
+  [[ $RANGE_BYTES =~ ^[1-9][0-9]{0,8}$ ]] || { echo "cache.sh: -R $RANGE_BYTES: want 1..999999999 (bytes)" >&2; exit 2; }
   [[ $SIZE_MIB =~ ^[0-9]+$ ]] && [ "$SIZE_MIB" -ge 1 ] && [ "$SIZE_MIB" -le 8192 ] ||
     { echo "cache.sh: -s $SIZE_MIB: want 1..8192 (MiB)" >&2; exit 2; }
   mkdir -p "$OUT"
@@ -128,6 +137,8 @@ start_nginx_anchor() {
   wait_http "$CLI_NS" "http://$SRV_IP:$NGINX_PORT/cache/$DIGEST"
 }
 
+# write_siteboot_config [FAST_PATH]: the appliance's config (cache.fast_path
+# FAST_PATH, default true).
 write_siteboot_config() {
   cat > "$OUT/siteboot.yaml" <<YAML
 site_id: bench
@@ -144,15 +155,18 @@ dhcp:
   enabled: false
 tftp:
   listen: ""
+cache:
+  fast_path: ${1:-true}
 YAML
 }
 
-# start_siteboot FRESH: the appliance on SB_DATA (emptied first if FRESH=1).
+# start_siteboot FRESH [FAST_PATH]: the appliance on SB_DATA (emptied first
+# if FRESH=1).
 start_siteboot() {
   SB_DATA="$OUT/siteboot-data"
   [ "$1" = 1 ] && rm -rf "$SB_DATA"
   mkdir -p "$SB_DATA"
-  write_siteboot_config
+  write_siteboot_config "${2:-true}"
   start_bg "$SRV_NS" "$OUT/siteboot-r$ROUND.log" "$SITEBOOT_BIN" serve --config "$OUT/siteboot.yaml"
   TARGET_PID=$BG_PID
   wait_http "$CLI_NS" "http://$SRV_IP:$SB_PORT/readyz"
@@ -216,7 +230,7 @@ range_run() {
   local t=$1 url=$2 json="$OUT/range-r$ROUND-$1.json" c0 c1 hz
   hz=$(getconf CLK_TCK)
   c0=$(cpu_ticks "$TARGET_PID")
-  timeout 900 ip netns exec "$CLI_NS" "$RANGELOAD" -url "$url" -clients "$CLIENTS" -duration "$DURATION" \
+  timeout 900 ip netns exec "$CLI_NS" "$RANGELOAD" -url "$url" -clients "$CLIENTS" -duration "$DURATION" -range "$RANGE_BYTES" \
     -verify "$BLOB_DIR/$DIGEST" -verify-every 16 -label "r$ROUND $t" -json > "$json"
   c1=$(cpu_ticks "$TARGET_PID")
   local cpu gb
@@ -234,10 +248,14 @@ range_nginx() {
   stop_target
 }
 
+# range_siteboot TARGET FAST_PATH: siteboot with cache.fast_path FAST_PATH.
 range_siteboot() {
-  start_siteboot 0
+  start_siteboot 0 "$2"
   wait_http "$CLI_NS" "http://$SRV_IP:$SB_PORT/cache/$DIGEST"
-  range_run siteboot "http://$SRV_IP:$SB_PORT/cache/$DIGEST"
+  range_run "$1" "http://$SRV_IP:$SB_PORT/cache/$DIGEST"
+  in_ns "$CLI_NS" curl -sf "http://$SRV_IP:$SB_PORT/metrics" |
+    awk -v t="$1" '/^siteboot_cache_fast_path_(responses|handoffs)_total / {sub(/^siteboot_cache_fast_path_/, ""); m = m " " $0}
+      END {print "r'"$ROUND"' " t " fast path:" m}' >&2
   stop_target
 }
 
@@ -256,8 +274,10 @@ summary() {
     printf "pull: siteboot %.3f s (%.0f MB/s), curl|sha256sum %.3f s (%.0f MB/s): %.2fx (target >= 0.9x)\n", s, b/s/1e6, c, b/c/1e6, c/s }'
   printf 'pull I/O of siteboot (median): rchar %s wchar %s read_bytes %s write_bytes %s, image %s bytes\n' \
     "$(median pull siteboot 5)" "$(median pull siteboot 6)" "$(median pull siteboot 7)" "$(median pull siteboot 8)" "$SIZE_BYTES"
-  local t
-  for t in nginx siteboot; do
+  local t targets="nginx siteboot"
+  if [ "$NETHTTP" = 1 ]; then targets="$targets nethttp"; fi
+  echo "ranges of $RANGE_BYTES bytes, $CLIENTS clients, $DURATION per run"
+  for t in $targets; do
     printf 'range %-8s %s MB/s, %s req/s, p50 %s ms, p99 %s ms, server %s CPU-s per GB, client CPU %s s\n' "$t" "$(median range "$t" 4)" \
       "$(median range "$t" 5)" "$(median range "$t" 6)" "$(median range "$t" 7)" "$(median range "$t" 11)" "$(median range "$t" 12)"
   done
@@ -265,6 +285,10 @@ summary() {
     'BEGIN { printf "range throughput siteboot/nginx, ratio of medians: %.2fx (target >= 0.9x); CPU per GB: %.2fx\n", s/n, cs/cn }'
   printf 'range siteboot/nginx, median of per-round ratios: throughput %sx (target >= 0.9x), server CPU per GB %sx, server+client CPU per GB %sx\n' \
     "$(paired range siteboot nginx 4)" "$(paired range siteboot nginx 11)" "$(paired range siteboot nginx 13)"
+  if [ "$NETHTTP" = 1 ]; then
+    printf 'range siteboot (fast path)/nethttp (fast_path false), median of per-round ratios: throughput %sx, server CPU per GB %sx\n' \
+      "$(paired range siteboot nethttp 4)" "$(paired range siteboot nethttp 11)"
+  fi
   printf 'pull curl/siteboot time, median of per-round ratios: %sx (target >= 0.9x)\n' "$(paired pull curl siteboot 4)"
 }
 
@@ -298,7 +322,8 @@ main() {
   for ((ROUND = 1; ROUND <= ROUNDS; ROUND++)); do
     echo "== range round $ROUND/$ROUNDS (load $(cut -d' ' -f1-3 /proc/loadavg)) ==" >&2
     range_nginx
-    range_siteboot
+    range_siteboot siteboot true
+    if [ "$NETHTTP" = 1 ]; then range_siteboot nethttp false; fi
   done
   summary
 }

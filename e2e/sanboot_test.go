@@ -146,9 +146,9 @@ func (s *sanbootSeen) noteCacheRead(l logLine) {
 }
 
 // checkSanbootMetrics: siteboot's counters show the sanboot script, every
-// logged 206 and the bytes they carried, and a 200 per sanboot script that
-// no GET line accounts for: iPXE's HEAD for the size (the VM is the
-// cache's only client, and imagecache logs no line for HEAD).
+// logged 206 and the bytes they carried, a 200 per sanboot script that no
+// GET line accounts for (iPXE's HEAD for the size; the VM is the cache's
+// only client), and that the fast path answered them all.
 func (b *bootLab) checkSanbootMetrics(ctx context.Context, t *testing.T, s sanbootSeen) {
 	t.Helper()
 	m := b.app.mustScrape(ctx)
@@ -164,10 +164,17 @@ func (b *bootLab) checkSanbootMetrics(ctx context.Context, t *testing.T, s sanbo
 			t.Errorf("%s = %g, want ≥ %g", c.name, c.got, c.atLeast)
 		}
 	}
+	// iPXE's sanboot reads are plain HEAD and Range GETs on a connection of
+	// their own: the fast path answers every one, with the same headers
+	// net/http would send (imagecache's fastpath_test compares them).
+	if fast, all := m.value("siteboot_cache_fast_path_responses_total"), checks[1].got+checks[2].got; fast != all {
+		t.Errorf("siteboot_cache_fast_path_responses_total = %g, want all %g /cache answers: real iPXE went through net/http", fast, all)
+	}
 	if heads := checks[1].got; heads > scripts {
 		t.Errorf("siteboot_cache_requests_total{code=200} = %g: more than one per sanboot script (%g)", heads, scripts)
 	}
-	t.Logf("siteboot_cache_requests_total: %v; bytes served %g", m.nonZero("siteboot_cache_requests_total"), m.value("siteboot_cache_bytes_served_total"))
+	t.Logf("siteboot_cache_requests_total: %v; bytes served %g; fast path: %g responses, %g hand-offs", m.nonZero("siteboot_cache_requests_total"),
+		m.value("siteboot_cache_bytes_served_total"), m.value("siteboot_cache_fast_path_responses_total"), m.value("siteboot_cache_fast_path_handoffs_total"))
 }
 
 // checkOriginPulledOnce: the origin served the ISO once, to siteboot's

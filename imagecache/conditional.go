@@ -1,9 +1,6 @@
 package imagecache
 
-import (
-	"net/http"
-	"strings"
-)
+import "strings"
 
 // etagListMatch reports whether an If-Match or If-None-Match value (RFC 9110
 // section 13.1) names etag: "*", or a list of entity tags compared weakly
@@ -36,15 +33,4 @@ func etagListMatch(list, etag string, weak bool) bool {
 			return true
 		}
 	}
-}
-
-// ifRangeHolds reports whether a Range may be honoured under If-Range
-// (RFC 9110 section 13.1.5): absent, or our strong ETag exactly. A date
-// never holds (no Last-Modified is sent), nor does a weak tag.
-func ifRangeHolds(r *http.Request, etag string) bool {
-	v, ok := r.Header["If-Range"]
-	if !ok {
-		return true
-	}
-	return len(v) == 1 && strings.TrimSpace(v[0]) == etag
 }

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"strconv"
+	"strings"
 )
 
 // Handler returns the handler of GET and HEAD /cache/<sha256 hex>: mount it
@@ -102,18 +103,15 @@ func (c *Cache) sendBlob(w http.ResponseWriter, r *http.Request, f *os.File, e *
 	hd.Set("Accept-Ranges", "bytes")
 	hd.Set("Cache-Control", "public, max-age=31536000, immutable")
 	hd.Set("X-Content-Type-Options", "nosniff")
-	if code := preconditions(r, etag); code != 0 {
+	code, rng := condsOf(r).answer(r.Method == http.MethodGet, etag, size)
+	switch code {
+	case http.StatusPreconditionFailed, http.StatusNotModified:
 		return status(w, code)
-	}
-	rng, kind := requestedRange(r, etag, size)
-	code := http.StatusOK
-	switch kind {
-	case rangeUnsatisfiable:
+	case http.StatusRequestedRangeNotSatisfiable:
 		hd.Set("Content-Range", fmt.Sprintf("bytes */%d", size))
 		hd.Set("Content-Length", "0")
-		return status(w, http.StatusRequestedRangeNotSatisfiable)
-	case rangeOne:
-		code = http.StatusPartialContent
+		return status(w, code)
+	case http.StatusPartialContent:
 		hd.Set("Content-Range", fmt.Sprintf("bytes %d-%d/%d", rng.start, rng.start+rng.length-1, size))
 	}
 	hd.Set("Content-Type", "application/octet-stream")
@@ -139,29 +137,54 @@ func (c *Cache) sendBlob(w http.ResponseWriter, r *http.Request, f *os.File, e *
 	return code, n
 }
 
-// preconditions evaluates If-Match, then If-None-Match (RFC 9110 section
-// 13.2.2): 412, 304, or 0 to go on.
-func preconditions(r *http.Request, etag string) int {
-	if v := r.Header.Get("If-Match"); v != "" && !etagListMatch(v, etag, false) {
-		return http.StatusPreconditionFailed
-	}
-	if v := r.Header.Get("If-None-Match"); v != "" && etagListMatch(v, etag, true) {
-		return http.StatusNotModified
-	}
-	return 0
+// conds are the request headers that choose the answer for a ready image:
+// the first If-Match and If-None-Match, and the Range and If-Range values
+// with the number of header lines each came in.
+type conds struct {
+	ifMatch, ifNoneMatch string
+	rng, ifRange         string
+	nRange, nIfRange     int
 }
 
-// requestedRange is the part of the image to send: the Range of a GET
-// when If-Range allows it, else all of it.
-func requestedRange(r *http.Request, etag string, size int64) (byteRange, rangeKind) {
-	vals := r.Header.Values("Range")
-	if r.Method != http.MethodGet || len(vals) != 1 || !ifRangeHolds(r, etag) {
-		return byteRange{length: size}, rangeNone
+func condsOf(r *http.Request) conds {
+	k := conds{ifMatch: r.Header.Get("If-Match"), ifNoneMatch: r.Header.Get("If-None-Match")}
+	if v := r.Header.Values("Range"); len(v) > 0 {
+		k.rng, k.nRange = v[0], len(v)
 	}
-	if got, k := parseRange(vals[0], size); k != rangeNone {
-		return got, k
+	if v := r.Header.Values("If-Range"); len(v) > 0 {
+		k.ifRange, k.nIfRange = v[0], len(v)
 	}
-	return byteRange{length: size}, rangeNone
+	return k
+}
+
+// answer is the status for a GET (get) or HEAD of a ready image with this
+// ETag and size, and the bytes to send with 200 or 206: If-Match, then
+// If-None-Match (RFC 9110 section 13.2.2), then the Range of a GET when
+// If-Range allows it.
+func (k conds) answer(get bool, etag string, size int64) (int, byteRange) {
+	all := byteRange{length: size}
+	switch {
+	case k.ifMatch != "" && !etagListMatch(k.ifMatch, etag, false):
+		return http.StatusPreconditionFailed, byteRange{}
+	case k.ifNoneMatch != "" && etagListMatch(k.ifNoneMatch, etag, true):
+		return http.StatusNotModified, byteRange{}
+	case !get || k.nRange != 1 || !k.ifRangeHolds(etag):
+		return http.StatusOK, all
+	}
+	switch rng, kind := parseRange(k.rng, size); kind {
+	case rangeOne:
+		return http.StatusPartialContent, rng
+	case rangeUnsatisfiable:
+		return http.StatusRequestedRangeNotSatisfiable, byteRange{}
+	}
+	return http.StatusOK, all
+}
+
+// ifRangeHolds reports whether a Range may be honoured under If-Range
+// (RFC 9110 section 13.1.5): absent, or our strong ETag exactly. A date
+// never holds (no Last-Modified is sent), nor does a weak tag.
+func (k conds) ifRangeHolds(etag string) bool {
+	return k.nIfRange == 0 || k.nIfRange == 1 && strings.TrimSpace(k.ifRange) == etag
 }
 
 func reply(w http.ResponseWriter, code int, msg string) (int, int64) {

@@ -10,6 +10,8 @@ type metrics struct {
 	pulls       *prometheus.CounterVec
 	pullBytes   prometheus.Counter
 	evictions   prometheus.Counter
+	fastServed  prometheus.Counter
+	fastHanded  prometheus.Counter
 }
 
 func newMetrics(c *Cache) *metrics {
@@ -25,11 +27,15 @@ func newMetrics(c *Cache) *metrics {
 			"Finished pulls by result (ok, failed, cancelled)."), []string{"result"}),
 		pullBytes: prometheus.NewCounter(opts("pull_bytes_total", "Bytes written to the cache by pulls.")),
 		evictions: prometheus.NewCounter(opts("evictions_total", "Images deleted by eviction or image rm.")),
+		fastServed: prometheus.NewCounter(opts("fast_path_responses_total",
+			"/cache responses sent by the fast path, without net/http (also in requests_total).")),
+		fastHanded: prometheus.NewCounter(opts("fast_path_handoffs_total",
+			"Connections the fast path handed to net/http at a request it does not answer itself.")),
 	}
 }
 
 func (m *metrics) register(reg prometheus.Registerer) error {
-	for _, col := range []prometheus.Collector{m.bytesServed, m.requests, m.pulls, m.pullBytes, m.evictions, m} {
+	for _, col := range []prometheus.Collector{m.bytesServed, m.requests, m.pulls, m.pullBytes, m.evictions, m.fastServed, m.fastHanded, m} {
 		if err := reg.Register(col); err != nil {
 			return err
 		}

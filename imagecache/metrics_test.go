@@ -38,19 +38,21 @@ func TestMetrics(t *testing.T) {
 		}
 	}
 	want := map[string]float64{
-		"siteboot_cache_bytes_served_total":       100,
-		"siteboot_cache_requests_total[code=206]": 1,
-		"siteboot_cache_requests_total[code=404]": 1,
-		"siteboot_cache_pulls_total[result=ok]":   1,
-		"siteboot_cache_pull_bytes_total":         1500,
-		"siteboot_cache_evictions_total":          0,
-		"siteboot_cache_capacity_bytes":           1 << 20,
-		"siteboot_cache_used_bytes":               1500,
-		"siteboot_cache_images[state=queued]":     0,
-		"siteboot_cache_images[state=pulling]":    0,
-		"siteboot_cache_images[state=ready]":      1,
-		"siteboot_cache_images[state=evicting]":   0,
-		"siteboot_cache_images[state=failed]":     0,
+		"siteboot_cache_bytes_served_total":        100,
+		"siteboot_cache_requests_total[code=206]":  1,
+		"siteboot_cache_requests_total[code=404]":  1,
+		"siteboot_cache_pulls_total[result=ok]":    1,
+		"siteboot_cache_pull_bytes_total":          1500,
+		"siteboot_cache_evictions_total":           0,
+		"siteboot_cache_fast_path_handoffs_total":  0,
+		"siteboot_cache_fast_path_responses_total": 0,
+		"siteboot_cache_capacity_bytes":            1 << 20,
+		"siteboot_cache_used_bytes":                1500,
+		"siteboot_cache_images[state=queued]":      0,
+		"siteboot_cache_images[state=pulling]":     0,
+		"siteboot_cache_images[state=ready]":       1,
+		"siteboot_cache_images[state=evicting]":    0,
+		"siteboot_cache_images[state=failed]":      0,
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("metrics (-want +got):\n%s", diff)

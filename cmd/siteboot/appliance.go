@@ -259,7 +259,11 @@ func (a *appliance) run(ctx context.Context) error {
 			return err
 		}
 	}
-	g.Go(func() error { return serveHTTP(ctx, a.httpLn, a.httpMux(), a.log) })
+	ln := a.httpLn
+	if a.cfg.Cache.FastPath {
+		ln = a.cache.Listener(ln, imagecache.ListenerConfig{ReadHeaderTimeout: httpReadHeaderTimeout, IdleTimeout: httpIdleTimeout})
+	}
+	g.Go(func() error { return serveHTTP(ctx, ln, a.httpMux(), a.log) })
 	if a.dhcp != nil {
 		g.Go(func() error { return a.dhcp.Serve(ctx, a.dhcpConn...) })
 	}

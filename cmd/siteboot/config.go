@@ -65,6 +65,7 @@ type Config struct {
 		Concurrency int    `yaml:"concurrency" doc:"pulls at once"`
 		CABundle    string `yaml:"ca_bundle" doc:"extra PEM CA bundle trusted for https image origins"`
 		Checkpoint  string `yaml:"checkpoint" doc:"data a pull writes between durable resume points, e.g. 64MiB"`
+		FastPath    bool   `yaml:"fast_path" doc:"answer plain GET/HEAD of ready images on http.listen without net/http (same answers, less CPU per request); false sends every request through net/http"`
 	} `yaml:"cache"`
 	Raft struct {
 		Listen string `yaml:"listen" doc:"raft TCP address; empty runs a single voter with no listener"`
@@ -114,6 +115,7 @@ func defaultConfig() Config {
 	c.TFTP.MaxBlockSize = 1468
 	c.Cache.Concurrency = 2
 	c.Cache.Checkpoint = "64MiB"
+	c.Cache.FastPath = true
 	c.Lease.TTL = Duration(10 * time.Second)
 	c.Entries.DefaultTTL = Duration(24 * time.Hour)
 	c.Log.Level = "info"

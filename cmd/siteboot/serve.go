@@ -130,11 +130,20 @@ func serverTLS(certFile, keyFile, caFile string) (*tls.Config, error) {
 	}, nil
 }
 
+// The HTTP server's timeouts, shared with the image cache's fast path.
+const (
+	httpReadHeaderTimeout = 10 * time.Second
+	httpIdleTimeout       = 2 * time.Minute
+)
+
+// serveHTTP serves h on ln until ctx ends, then shuts down gracefully: the
+// server, then ln itself when it has connections of its own (the image
+// cache's fast path).
 func serveHTTP(ctx context.Context, ln net.Listener, h http.Handler, log *slog.Logger) error {
 	srv := &http.Server{
 		Handler:           h,
-		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       2 * time.Minute,
+		ReadHeaderTimeout: httpReadHeaderTimeout,
+		IdleTimeout:       httpIdleTimeout,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
 	go func() {
@@ -142,6 +151,9 @@ func serveHTTP(ctx context.Context, ln net.Listener, h http.Handler, log *slog.L
 		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		_ = srv.Shutdown(sctx)
+		if s, ok := ln.(interface{ Shutdown(context.Context) error }); ok {
+			_ = s.Shutdown(sctx)
+		}
 	}()
 	log.Info("http listening", "addr", ln.Addr().String())
 	if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
