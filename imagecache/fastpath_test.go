@@ -62,15 +62,23 @@ func plainServer(t *testing.T, c *Cache) string {
 	return ln.Addr().String()
 }
 
-// exchange writes raw on a new connection and reads one response.
-func exchange(t *testing.T, addr, raw string) (*http.Response, []byte) {
+// dial connects to addr for the rest of the test, 10 s at most.
+func dial(t *testing.T, addr string) net.Conn {
 	t.Helper()
 	conn, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer conn.Close()
+	t.Cleanup(func() { conn.Close() })
 	conn.SetDeadline(time.Now().Add(10 * time.Second))
+	return conn
+}
+
+// exchange writes raw on a new connection and reads one response.
+func exchange(t *testing.T, addr, raw string) (*http.Response, []byte) {
+	t.Helper()
+	conn := dial(t, addr)
+	defer conn.Close()
 	if _, err := io.WriteString(conn, raw); err != nil {
 		t.Fatal(err)
 	}
@@ -198,12 +206,7 @@ func TestFastPathHandsOverMidConnection(t *testing.T) {
 	d := digestOf(data)
 	c := readyCache(t, testConfig(t), data)
 	_, addr := fastServer(t, c, ListenerConfig{})
-	conn, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	conn.SetDeadline(time.Now().Add(10 * time.Second))
+	conn := dial(t, addr)
 	rng := func(a, b int) string {
 		return fmt.Sprintf("GET %s HTTP/1.1\r\nHost: x\r\nRange: bytes=%d-%d\r\n\r\n", URLPath(d), a, b)
 	}
@@ -238,13 +241,8 @@ func TestFastPathConnectionLifetimes(t *testing.T) {
 	d := digestOf(data)
 	c := readyCache(t, testConfig(t), data)
 	_, addr := fastServer(t, c, ListenerConfig{ReadHeaderTimeout: 300 * time.Millisecond, IdleTimeout: 600 * time.Millisecond})
-	dial := func() (net.Conn, *bufio.Reader) {
-		conn, err := net.Dial("tcp", addr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { conn.Close() })
-		conn.SetDeadline(time.Now().Add(10 * time.Second))
+	open := func() (net.Conn, *bufio.Reader) {
+		conn := dial(t, addr)
 		return conn, bufio.NewReader(conn)
 	}
 	closedWithin := func(name string, br *bufio.Reader, lo, hi time.Duration, start time.Time) {
@@ -255,7 +253,7 @@ func TestFastPathConnectionLifetimes(t *testing.T) {
 		}
 	}
 
-	conn, br := dial()
+	conn, br := open()
 	raw := "GET " + URLPath(d) + " HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
 	io.WriteString(conn, raw)
 	if resp, body := readResponse(t, br, raw); !resp.Close || !bytes.Equal(body, data) {
@@ -263,12 +261,12 @@ func TestFastPathConnectionLifetimes(t *testing.T) {
 	}
 	closedWithin("after Connection: close", br, 0, time.Second, time.Now())
 
-	conn, br = dial()
+	conn, br = open()
 	start := time.Now()
 	io.WriteString(conn, "GET "+URLPath(d)+" HTTP/1.1\r\nHo")
 	closedWithin("stalled head", br, 250*time.Millisecond, 3*time.Second, start)
 
-	conn, br = dial()
+	conn, br = open()
 	raw = "GET " + URLPath(d) + " HTTP/1.1\r\nHost: x\r\n\r\n"
 	io.WriteString(conn, raw)
 	readResponse(t, br, raw)
@@ -290,21 +288,13 @@ func TestFastPathShutdown(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(fl) }()
 
-	idle, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer idle.Close()
+	idle := dial(t, ln.Addr().String())
 	raw := "GET " + URLPath(d) + " HTTP/1.1\r\nHost: x\r\n\r\n"
 	io.WriteString(idle, raw)
 	ibr := bufio.NewReader(idle)
 	readResponse(t, ibr, raw)
 
-	busy, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer busy.Close()
+	busy := dial(t, ln.Addr().String())
 	io.WriteString(busy, raw)
 	bbr := bufio.NewReaderSize(busy, 4096)
 	if _, err := bbr.Peek(100); err != nil { // the response has started
@@ -345,12 +335,7 @@ func TestFastPathReaderHoldsEviction(t *testing.T) {
 	d := digestOf(data)
 	c := readyCache(t, testConfig(t), data)
 	_, addr := fastServer(t, c, ListenerConfig{})
-	conn, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	conn.SetDeadline(time.Now().Add(10 * time.Second))
+	conn := dial(t, addr)
 	raw := "GET " + URLPath(d) + " HTTP/1.1\r\nHost: x\r\n\r\n"
 	io.WriteString(conn, raw)
 	br := bufio.NewReaderSize(conn, 4096)
