@@ -83,7 +83,7 @@ func (b *bootLab) cacheISO(ctx context.Context, t *testing.T, digest string, siz
 type sanbootSeen struct {
 	scriptAt, first206, redhcpAt, bootstrapAt time.Time
 	// kinds are the distinct "GET code" of the logged /cache reads, in
-	// order (imagecache logs no line for HEAD; the metrics show it).
+	// order (HEADs are left out; the metrics count them).
 	kinds  []string
 	ranges int
 	bytes  int64
