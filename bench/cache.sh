@@ -20,7 +20,7 @@
 # buys. Server CPU (utime+stime from
 # /proc/<pid>/stat, nginx master and workers summed) per GB served.
 # SITEBOOT_BIN=path skips the build. Traffic stays in the lab; the EXIT trap
-# removes it. Reproduce BENCHMARKS.md: sudo bench/cache.sh -r 5 -d 15s
+# removes it. Reproduce BENCHMARKS.md: sudo bench/cache.sh -r 5 -d 15s -N
 set -euo pipefail
 
 HERE=$(cd "$(dirname "$0")" && pwd)

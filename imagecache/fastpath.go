@@ -274,7 +274,7 @@ func (l *Listener) serve(conn net.Conn, br *bufio.Reader, headLen int, h reqHead
 	}
 	_ = conn.SetReadDeadline(time.Time{})
 	out = l.appendHead(out, code, etag, rng, size, h.close)
-	l.c.m.fastServed.Inc()
+	c.m.fastServed.Inc()
 	if code == http.StatusOK {
 		l.ok200.Inc()
 	} else {
