@@ -6,20 +6,35 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 )
 
+// check admits a call only from a peer whose identity a listener proved:
+// a Unix-socket peer that is root or in the admin group, or a TCP peer whose
+// client certificate verified against the admin CA. Anything else — no peer
+// information, another kind of credentials, a TLS peer without a verified
+// chain — is refused: the check fails closed.
 func (s *Server) check(ctx context.Context) error {
 	p, ok := peer.FromContext(ctx)
 	if !ok {
 		return status.Error(codes.PermissionDenied, "admin: no peer information")
 	}
-	pc, ok := p.AuthInfo.(PeerCred)
-	if !ok {
-		// TCP peers passed the mutual TLS handshake already.
-		return nil
+	switch ai := p.AuthInfo.(type) {
+	case PeerCred:
+		return s.checkPeerCred(ai)
+	case credentials.TLSInfo:
+		if len(ai.State.VerifiedChains) > 0 {
+			return nil
+		}
+		return status.Error(codes.PermissionDenied, "admin: TLS peer without a verified client certificate")
+	default:
+		return status.Error(codes.PermissionDenied, "admin: peer identity unknown: only the admin socket and mutual TLS admit callers")
 	}
+}
+
+func (s *Server) checkPeerCred(pc PeerCred) error {
 	if pc.Allowed(s.cfg.AdminGID) {
 		return nil
 	}
@@ -48,7 +63,7 @@ func (s *Server) authorizeStream(srv any, ss grpc.ServerStream, info *grpc.Strea
 func (s *Server) observe(ctx context.Context, req any, info *grpc.UnaryServerInfo, next grpc.UnaryHandler) (any, error) {
 	start := time.Now()
 	resp, err := next(ctx, req)
-	err = Status(err)
+	err = grpcError(err)
 	code := status.Code(err)
 	s.metrics.requests.WithLabelValues(info.FullMethod, code.String()).Inc()
 	s.metrics.latency.WithLabelValues(info.FullMethod).Observe(time.Since(start).Seconds())

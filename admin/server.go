@@ -10,69 +10,22 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	agentv1 "github.com/siteboot/siteboot/gen/bettercompute/agent/v1"
-	sitev1 "github.com/siteboot/siteboot/gen/bettercompute/site/v1"
+	"github.com/siteboot/siteboot/appliance"
 	sitebootv1 "github.com/siteboot/siteboot/gen/siteboot/v1"
-	"github.com/siteboot/siteboot/images"
-	"github.com/siteboot/siteboot/site"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 )
 
-// LeaseInfo is what the API reports about the boot lease and raft.
-type LeaseInfo interface {
-	LeaseState() *sitev1.BootLeaseState
-	Mode() string
-	RaftState() string
-	AppliedIndex() uint64
-}
-
-// Discovered is the discovered-machine ledger (discovery.Ledger).
-type Discovered interface {
-	List() []*agentv1.DiscoveredMachine
-	Count() int
-}
-
-// Scripts renders what /ipxe would answer (ipxe.Server via a base URL).
-type Scripts interface {
-	Render(ctx context.Context, req *sitev1.IpxeScriptRequest) (*sitev1.IpxeScript, error)
-}
-
-// BootFiles are the first-stage boot files (images.Set).
-type BootFiles interface {
-	Files() []images.File
-	Dir() string
-}
-
-// Keys is the node key that signs assertions (discovery.Signer).
-type Keys interface {
-	KID() string
-	PublicKeyPEM() []byte
-}
-
 // Config configures a Server.
 type Config struct {
-	Store *site.Store
-	Lease LeaseInfo
-	// Discovered, Scripts, BootFiles and Keys back the boot-path RPCs and
-	// status fields; Listeners reports the network services. All optional.
-	Discovered Discovered
-	Scripts    Scripts
-	BootFiles  BootFiles
-	Keys       Keys
-	Listeners  func() []*sitebootv1.Listener
-	// Cache is the image cache; SyncImages hands it the replicated wanted
-	// images (called after every change the API makes). Optional.
-	Cache      Cache
-	SyncImages func() error
-	// SiteID, NodeID and Version are reported by GetStatus.
-	SiteID, NodeID, Version string
-	StartedAt               time.Time
-	Now                     func() time.Time
-	Logger                  *slog.Logger
-	Metrics                 prometheus.Registerer
+	// Core is the appliance every RPC is handed to.
+	Core *appliance.Appliance
+	// Logger gets one line per refused or failed call.
+	Logger *slog.Logger
+	// Metrics registers siteboot_admin_* (nothing if nil).
+	Metrics prometheus.Registerer
 	// AdminGID is the group whose members may use the Unix socket besides
 	// root; -1 admits root only. AdminGroup is its name, for messages.
 	AdminGID   int
@@ -86,14 +39,15 @@ const MaxMessageBytes = 4 << 20
 type Server struct {
 	sitebootv1.UnimplementedSiteBootServer
 	cfg     Config
+	core    *appliance.Appliance
 	health  *health.Server
 	metrics *metrics
 }
 
 // New returns a Server; it binds nothing.
 func New(cfg Config) (*Server, error) {
-	if cfg.Store == nil || cfg.Lease == nil || cfg.Logger == nil || cfg.Now == nil {
-		return nil, errors.New("admin: Config needs Store, Lease, Logger and Now")
+	if cfg.Core == nil || cfg.Logger == nil {
+		return nil, errors.New("admin: Config needs Core and Logger")
 	}
 	m, err := newMetrics(cfg.Metrics)
 	if err != nil {
@@ -102,11 +56,11 @@ func New(cfg Config) (*Server, error) {
 	h := health.NewServer()
 	h.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
 	h.SetServingStatus(sitebootv1.SiteBoot_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_NOT_SERVING)
-	return &Server{cfg: cfg, health: h, metrics: m}, nil
+	return &Server{cfg: cfg, core: cfg.Core, health: h, metrics: m}, nil
 }
 
-// SetServing marks the health service SERVING (or NOT_SERVING).
-func (s *Server) SetServing(ok bool) {
+// setServing marks the health service SERVING (or NOT_SERVING).
+func (s *Server) setServing(ok bool) {
 	st := healthpb.HealthCheckResponse_NOT_SERVING
 	if ok {
 		st = healthpb.HealthCheckResponse_SERVING
@@ -144,6 +98,14 @@ func (s *Server) ServeTLS(ctx context.Context, l net.Listener, conf *tls.Config)
 
 func (s *Server) serve(ctx context.Context, g *grpc.Server, l net.Listener) error {
 	stopped := make(chan struct{})
+	go func() {
+		select {
+		case <-s.core.Ready():
+			s.setServing(true)
+		case <-ctx.Done():
+		case <-stopped:
+		}
+	}()
 	go func() {
 		select {
 		case <-ctx.Done():

@@ -2,113 +2,85 @@ package admin
 
 import (
 	"context"
-	"errors"
 
+	"github.com/siteboot/siteboot/appliance"
 	sitev1 "github.com/siteboot/siteboot/gen/bettercompute/site/v1"
 	statev1 "github.com/siteboot/siteboot/gen/siteboot/state/v1"
 	sitebootv1 "github.com/siteboot/siteboot/gen/siteboot/v1"
-	"github.com/siteboot/siteboot/ipxe"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/types/known/timestamppb"
+	"google.golang.org/grpc"
 )
+
+// Each RPC hands its request to the core and maps the result: the rules
+// live in package appliance, the codes in codeTable.
 
 // PrepareRamdisk implements siteboot.v1.SiteBoot.
 func (s *Server) PrepareRamdisk(ctx context.Context, req *sitebootv1.PrepareRamdiskRequest) (*sitebootv1.PrepareRamdiskResponse, error) {
-	stored, err := s.cfg.Store.PrepareRamdisk(ctx, req.GetNodeId(), req.GetEntries())
-	if err != nil {
-		return nil, err
-	}
-	return &sitebootv1.PrepareRamdiskResponse{Entries: s.toAPI(stored)}, nil
+	stored, err := s.core.PrepareRamdisk(ctx, req.GetNodeId(), req.GetEntries())
+	return &sitebootv1.PrepareRamdiskResponse{Entries: entriesAPI(stored)}, grpcError(err)
 }
 
 // CleanUp implements siteboot.v1.SiteBoot.
 func (s *Server) CleanUp(ctx context.Context, req *sitev1.BootCleanUpRequest) (*sitebootv1.CleanUpResponse, error) {
-	removed, err := s.cfg.Store.CleanUp(ctx, req)
-	if err != nil {
-		return nil, err
-	}
-	return &sitebootv1.CleanUpResponse{RemovedMacs: removed}, nil
+	removed, err := s.core.CleanUp(ctx, req)
+	return &sitebootv1.CleanUpResponse{RemovedMacs: removed}, grpcError(err)
 }
 
 // ListEntries implements siteboot.v1.SiteBoot.
 func (s *Server) ListEntries(ctx context.Context, req *sitebootv1.ListEntriesRequest) (*sitebootv1.ListEntriesResponse, error) {
-	return &sitebootv1.ListEntriesResponse{Entries: s.toAPI(s.cfg.Store.State().List(req.GetNodeId()))}, nil
+	entries, err := s.core.Entries(ctx, req.GetNodeId())
+	return &sitebootv1.ListEntriesResponse{Entries: entriesAPI(entries)}, grpcError(err)
 }
 
 // GetStatus implements siteboot.v1.SiteBoot.
 func (s *Server) GetStatus(ctx context.Context, _ *sitebootv1.GetStatusRequest) (*sitebootv1.GetStatusResponse, error) {
-	entries, live, nodes := s.cfg.Store.State().Counts(s.cfg.Now())
-	st := &sitebootv1.GetStatusResponse{
-		SiteId:       s.cfg.SiteID,
-		NodeId:       s.cfg.NodeID,
-		Version:      s.cfg.Version,
-		Entries:      uint32(entries),
-		LiveEntries:  uint32(live),
-		Nodes:        uint32(nodes),
-		Lease:        s.cfg.Lease.LeaseState(),
-		LeaseMode:    s.cfg.Lease.Mode(),
-		RaftState:    s.cfg.Lease.RaftState(),
-		AppliedIndex: s.cfg.Lease.AppliedIndex(),
-		StartedAt:    timestamppb.New(s.cfg.StartedAt),
-	}
-	s.bootStatus(st)
-	return st, nil
-}
-
-func (s *Server) bootStatus(st *sitebootv1.GetStatusResponse) {
-	if b := s.cfg.BootFiles; b != nil {
-		st.BootFilesDir = b.Dir()
-		for _, f := range b.Files() {
-			st.BootFiles = append(st.BootFiles, &sitebootv1.BootFile{Name: f.Name, Arches: f.Arches, Size: uint64(f.Size), Sha256: f.SHA256[:]})
-		}
-	}
-	if d := s.cfg.Discovered; d != nil {
-		st.Discovered = uint32(d.Count())
-	}
-	if k := s.cfg.Keys; k != nil {
-		st.NodeKeyId, st.NodePublicKeyPem = k.KID(), string(k.PublicKeyPEM())
-	}
-	if s.cfg.Listeners != nil {
-		st.Listeners = s.cfg.Listeners()
-	}
-	if s.cfg.Cache != nil {
-		st.Images = s.cfg.Cache.Section()
-	}
+	st, err := s.core.Status(ctx)
+	return statusAPI(st), grpcError(err)
 }
 
 // ListDiscovered implements siteboot.v1.SiteBoot.
 func (s *Server) ListDiscovered(ctx context.Context, _ *sitebootv1.ListDiscoveredRequest) (*sitebootv1.ListDiscoveredResponse, error) {
-	if s.cfg.Discovered == nil {
-		return nil, status.Error(codes.Unavailable, "discovery is not running on this appliance")
-	}
-	return &sitebootv1.ListDiscoveredResponse{Machines: s.cfg.Discovered.List()}, nil
+	machines, err := s.core.Discovered(ctx)
+	return &sitebootv1.ListDiscoveredResponse{Machines: machines}, grpcError(err)
 }
 
-// RenderScript implements siteboot.v1.SiteBoot. An unknown machine gets the
-// script it would be served, as /ipxe does, but is not recorded.
+// RenderScript implements siteboot.v1.SiteBoot.
 func (s *Server) RenderScript(ctx context.Context, req *sitev1.IpxeScriptRequest) (*sitev1.IpxeScript, error) {
-	if s.cfg.Scripts == nil {
-		return nil, status.Error(codes.Unavailable, "iPXE scripts are not served by this appliance")
-	}
-	script, err := s.cfg.Scripts.Render(ctx, req)
-	var unknown *ipxe.UnknownMachineError
-	if errors.As(err, &unknown) {
-		return unknown.Script, nil
-	}
-	return script, err
+	script, err := s.core.RenderScript(ctx, req)
+	return script, grpcError(err)
 }
 
-func (s *Server) toAPI(stored []*statev1.StoredEntry) []*sitebootv1.Entry {
-	now := s.cfg.Now()
-	out := make([]*sitebootv1.Entry, 0, len(stored))
-	for _, se := range stored {
-		out = append(out, &sitebootv1.Entry{
-			NodeId:    se.GetNodeId(),
-			Entry:     se.GetEntry(),
-			CreatedAt: se.GetCreatedAt(),
-			Live:      se.GetEntry().GetNotAfter().AsTime().After(now),
-		})
-	}
-	return out
+// ApplySiteSpec implements siteboot.v1.SiteBoot.
+func (s *Server) ApplySiteSpec(ctx context.Context, req *sitebootv1.ApplySiteSpecRequest) (*sitebootv1.ApplySiteSpecResponse, error) {
+	spec, released, err := s.core.ApplySiteSpec(ctx, req.GetSpec())
+	return &sitebootv1.ApplySiteSpecResponse{Spec: spec, Released: released}, grpcError(err)
+}
+
+// GetSiteSpec implements siteboot.v1.SiteBoot.
+func (s *Server) GetSiteSpec(ctx context.Context, _ *sitebootv1.GetSiteSpecRequest) (*sitebootv1.GetSiteSpecResponse, error) {
+	spec, err := s.core.SiteSpec(ctx)
+	return &sitebootv1.GetSiteSpecResponse{Spec: spec}, grpcError(err)
+}
+
+// AddImage implements siteboot.v1.SiteBoot.
+func (s *Server) AddImage(ctx context.Context, req *sitebootv1.AddImageRequest) (*sitebootv1.AddImageResponse, error) {
+	img, err := s.core.AddImage(ctx, &statev1.ImageWant{Image: req.GetImage(), Compression: req.GetCompression(), SourceSha256: req.GetSourceSha256()})
+	return &sitebootv1.AddImageResponse{Image: imageAPI(img)}, grpcError(err)
+}
+
+// ListImages implements siteboot.v1.SiteBoot.
+func (s *Server) ListImages(ctx context.Context, _ *sitebootv1.ListImagesRequest) (*sitebootv1.ListImagesResponse, error) {
+	list, err := s.core.Images(ctx)
+	return &sitebootv1.ListImagesResponse{Images: imagesAPI(list.Images), CapacityBytes: list.CapacityBytes, UsedBytes: list.UsedBytes}, grpcError(err)
+}
+
+// RemoveImage implements siteboot.v1.SiteBoot.
+func (s *Server) RemoveImage(ctx context.Context, req *sitebootv1.RemoveImageRequest) (*sitebootv1.RemoveImageResponse, error) {
+	return &sitebootv1.RemoveImageResponse{}, grpcError(s.core.RemoveImage(ctx, req.GetSha256()))
+}
+
+// PullImages implements siteboot.v1.SiteBoot.
+func (s *Server) PullImages(req *sitebootv1.PullImagesRequest, stream grpc.ServerStreamingServer[sitebootv1.PullImagesResponse]) error {
+	return grpcError(s.core.PullImages(stream.Context(), req.GetSha256(), req.GetWait(), func(imgs []appliance.Image) error {
+		return stream.Send(&sitebootv1.PullImagesResponse{Images: imagesAPI(imgs)})
+	}))
 }

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	sitev1 "github.com/siteboot/siteboot/gen/bettercompute/site/v1"
@@ -29,6 +30,7 @@ type State struct {
 	images map[string]*statev1.ImageWant // by string(digest)
 
 	changed chan struct{}
+	version atomic.Uint64
 }
 
 // NewState returns an empty state.
@@ -46,7 +48,13 @@ func NewState() *State {
 // what they need when it fires.
 func (s *State) Changed() <-chan struct{} { return s.changed }
 
+// Version counts the changes applied so far (commands and restores). It
+// only grows, so a reader that synced at version v has seen every change up
+// to v.
+func (s *State) Version() uint64 { return s.version.Load() }
+
 func (s *State) signal() {
+	s.version.Add(1)
 	select {
 	case s.changed <- struct{}{}:
 	default:

@@ -5,136 +5,26 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"os"
-	"os/user"
-	"path/filepath"
 	"reflect"
 	"strconv"
 	"strings"
 	"time"
 
-	"github.com/siteboot/siteboot/imagecache"
+	"github.com/siteboot/siteboot/appliance"
 	"go.yaml.in/yaml/v3"
 )
 
-// Config is the appliance configuration: a YAML file, then SITEBOOT_*
-// environment variables, then flags, each overriding the one before. The
-// yaml key path names the environment variable: admin.socket is
-// SITEBOOT_ADMIN_SOCKET. The doc tag is the reference printed by --help.
-type Config struct {
-	SiteID  string `yaml:"site_id" doc:"this site's id, reported by status and put into scripts"`
-	NodeID  string `yaml:"node_id" doc:"this appliance's node id (default: the hostname)"`
-	DataDir string `yaml:"data_dir" doc:"state directory (default: /var/lib/siteboot as root, else ./siteboot-data)"`
-	Admin   struct {
-		Socket    string `yaml:"socket" doc:"admin API Unix socket (default: <data_dir>/siteboot.sock)"`
-		Group     string `yaml:"group" doc:"group whose members may use the socket besides root"`
-		TCPListen string `yaml:"tcp_listen" doc:"optional admin API TCP address, mutual TLS only"`
-		TLS       struct {
-			Cert     string `yaml:"cert" doc:"server certificate (PEM) for admin.tcp_listen"`
-			Key      string `yaml:"key" doc:"server key (PEM) for admin.tcp_listen"`
-			ClientCA string `yaml:"client_ca" doc:"CA bundle (PEM) client certificates must chain to"`
-		} `yaml:"tls"`
-	} `yaml:"admin"`
-	HTTP struct {
-		Listen    string `yaml:"listen" doc:"HTTP address: scripts, boot files, cache, /healthz, /readyz, /metrics"`
-		Advertise string `yaml:"advertise" doc:"base URL machines use to reach HTTP (default: the arrival interface's address and http.listen's port)"`
-	} `yaml:"http"`
-	DHCP struct {
-		Enabled     string   `yaml:"enabled" doc:"proxyDHCP on UDP 67 and 4011: auto (on; off with a warning when it cannot bind, e.g. not root), true (must run), false"`
-		Interfaces  []string `yaml:"interfaces" doc:"interfaces to answer on (default: every up, non-loopback IPv4 interface)"`
-		AdvertiseIP string   `yaml:"advertise_ip" doc:"address put into siaddr/option 54 instead of the interface's"`
-	} `yaml:"dhcp"`
-	TFTP struct {
-		Enabled      string `yaml:"enabled" doc:"TFTP: auto (on; off with a warning when it cannot bind), true (must run), false"`
-		Listen       string `yaml:"listen" doc:"TFTP address for the boot files; empty turns TFTP off"`
-		MaxBlockSize int    `yaml:"max_block_size" doc:"largest blksize granted (1468 fits a 1500-byte MTU)"`
-	} `yaml:"tftp"`
-	BootFiles struct {
-		Dir       string `yaml:"dir" doc:"first-stage iPXE builds (default: the first of /usr/lib/ipxe, /usr/share/ipxe)"`
-		PreferSNP bool   `yaml:"prefer_snp" doc:"give UEFI clients snponly.efi before ipxe.efi"`
-	} `yaml:"boot_files"`
-	Ramdisk struct {
-		Kernel  string `yaml:"kernel" doc:"ramdisk kernel: an http(s) URL or sha256:HEX from the image cache"`
-		Initrd  string `yaml:"initrd" doc:"ramdisk initrd: an http(s) URL or sha256:HEX from the image cache"`
-		Cmdline string `yaml:"cmdline" doc:"fixed kernel parameters; initrd= and bc.* are added"`
-	} `yaml:"ramdisk"`
-	Cache struct {
-		Capacity    string `yaml:"capacity" doc:"image cache size bound, e.g. 200GiB or 500G (empty: unbounded)"`
-		MinFree     string `yaml:"min_free" doc:"disk space a pull must leave free, e.g. 5GiB"`
-		Concurrency int    `yaml:"concurrency" doc:"pulls at once"`
-		CABundle    string `yaml:"ca_bundle" doc:"extra PEM CA bundle trusted for https image origins"`
-		Checkpoint  string `yaml:"checkpoint" doc:"data a pull writes between durable resume points, e.g. 64MiB"`
-		FastPath    bool   `yaml:"fast_path" doc:"answer plain GET/HEAD of ready images on http.listen without net/http (same answers, less CPU per request); false sends every request through net/http"`
-	} `yaml:"cache"`
-	Raft struct {
-		Listen string `yaml:"listen" doc:"raft TCP address; empty runs a single voter with no listener"`
-	} `yaml:"raft"`
-	Lease struct {
-		TTL Duration `yaml:"ttl" doc:"boot lease ttl"`
-	} `yaml:"lease"`
-	Entries struct {
-		DefaultTTL Duration `yaml:"default_ttl" doc:"not_after of an entry that has none: now + this"`
-		MaxTTL     Duration `yaml:"max_ttl" doc:"refuse a not_after further ahead than this (0: no bound)"`
-	} `yaml:"entries"`
-	Log struct {
-		Level  string `yaml:"level" doc:"debug, info, warn or error"`
-		Format string `yaml:"format" doc:"text or json"`
-	} `yaml:"log"`
-}
-
-// Duration is a time.Duration written as "90s", "24h" in YAML and env.
-type Duration time.Duration
-
-// UnmarshalYAML implements yaml.Unmarshaler.
-func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
-	return d.Set(n.Value)
-}
-
-// MarshalYAML implements yaml.Marshaler.
-func (d Duration) MarshalYAML() (any, error) { return time.Duration(d).String(), nil }
-
-// Set parses a duration.
-func (d *Duration) Set(s string) error {
-	v, err := time.ParseDuration(s)
-	if err != nil {
-		return fmt.Errorf("%q is not a duration (like 90s, 24h)", s)
-	}
-	*d = Duration(v)
-	return nil
-}
-
-func defaultConfig() Config {
-	var c Config
-	c.SiteID = "default"
-	c.Admin.Group = "siteboot"
-	c.HTTP.Listen = ":8080"
-	c.DHCP.Enabled = "auto"
-	c.TFTP.Enabled = "auto"
-	c.TFTP.Listen = ":69"
-	c.TFTP.MaxBlockSize = 1468
-	c.Cache.Concurrency = 2
-	c.Cache.Checkpoint = "64MiB"
-	c.Cache.FastPath = true
-	c.Lease.TTL = Duration(10 * time.Second)
-	c.Entries.DefaultTTL = Duration(24 * time.Hour)
-	c.Log.Level = "info"
-	c.Log.Format = "text"
-	return c
-}
-
-// defaultDataDir is /var/lib/siteboot for root, ./siteboot-data otherwise.
-func defaultDataDir() string {
-	if os.Geteuid() == 0 {
-		return "/var/lib/siteboot"
-	}
-	return "siteboot-data"
-}
+// Config is the appliance configuration (appliance.Config): a YAML file,
+// then SITEBOOT_* environment variables, then flags, each overriding the
+// one before. The yaml key path names the environment variable:
+// admin.socket is SITEBOOT_ADMIN_SOCKET.
+type Config = appliance.Config
 
 // loadConfig reads file (if any) over the defaults, then the environment.
 // Unknown keys in the file are errors, naming the key.
 func loadConfig(file string, env func(string) (string, bool)) (Config, error) {
-	c := defaultConfig()
+	c := appliance.DefaultConfig()
 	if file != "" {
 		data, err := os.ReadFile(file)
 		if err != nil {
@@ -160,105 +50,6 @@ func loadConfig(file string, env func(string) (string, bool)) (Config, error) {
 	return c, errors.Join(errs...)
 }
 
-// finish fills the defaults that depend on other values and checks the
-// result.
-func (c *Config) finish() error {
-	if c.DataDir == "" {
-		c.DataDir = defaultDataDir()
-	}
-	abs, err := filepath.Abs(c.DataDir)
-	if err != nil {
-		return fmt.Errorf("config: data_dir: %w", err)
-	}
-	c.DataDir = abs
-	if c.Admin.Socket == "" {
-		c.Admin.Socket = filepath.Join(c.DataDir, "siteboot.sock")
-	}
-	if c.NodeID == "" {
-		h, err := os.Hostname()
-		if err != nil {
-			return fmt.Errorf("config: node_id is empty and the hostname is unknown: %w", err)
-		}
-		c.NodeID = h
-	}
-	return c.check()
-}
-
-func (c *Config) check() error {
-	var errs []error
-	bad := func(key, format string, args ...any) {
-		errs = append(errs, fmt.Errorf("config: %s: %s", key, fmt.Sprintf(format, args...)))
-	}
-	if c.SiteID == "" {
-		bad("site_id", "is required")
-	}
-	if c.Admin.TCPListen != "" && (c.Admin.TLS.Cert == "" || c.Admin.TLS.Key == "" || c.Admin.TLS.ClientCA == "") {
-		bad("admin.tcp_listen", "needs admin.tls.cert, admin.tls.key and admin.tls.client_ca (mutual TLS only)")
-	}
-	for key, v := range map[string]string{"dhcp.enabled": c.DHCP.Enabled, "tftp.enabled": c.TFTP.Enabled} {
-		if v != "auto" && v != "true" && v != "false" {
-			bad(key, "%q: want auto, true or false", v)
-		}
-	}
-	if c.DHCP.AdvertiseIP != "" {
-		if ip := net.ParseIP(c.DHCP.AdvertiseIP); ip == nil || ip.To4() == nil {
-			bad("dhcp.advertise_ip", "%q is not an IPv4 address", c.DHCP.AdvertiseIP)
-		}
-	}
-	if c.TFTP.MaxBlockSize != 0 && (c.TFTP.MaxBlockSize < 512 || c.TFTP.MaxBlockSize > 65464) {
-		bad("tftp.max_block_size", "%d: want 512..65464", c.TFTP.MaxBlockSize)
-	}
-	if _, _, err := net.SplitHostPort(c.HTTP.Listen); err != nil {
-		bad("http.listen", "%q: %v", c.HTTP.Listen, err)
-	}
-	if n, err := parseSize(c.Cache.Checkpoint); err == nil && n < 1<<20 {
-		bad("cache.checkpoint", "%q: at least 1MiB", c.Cache.Checkpoint)
-	}
-	for key, v := range map[string]string{"cache.capacity": c.Cache.Capacity, "cache.min_free": c.Cache.MinFree, "cache.checkpoint": c.Cache.Checkpoint} {
-		if _, err := parseSize(v); err != nil {
-			bad(key, "%v", err)
-		}
-	}
-	if c.Cache.Concurrency < 1 || c.Cache.Concurrency > 64 {
-		bad("cache.concurrency", "%d: want 1..64", c.Cache.Concurrency)
-	}
-	if c.Lease.TTL <= 0 {
-		bad("lease.ttl", "must be positive")
-	}
-	if c.Entries.DefaultTTL <= 0 {
-		bad("entries.default_ttl", "must be positive")
-	}
-	if c.Entries.MaxTTL < 0 || (c.Entries.MaxTTL > 0 && c.Entries.MaxTTL < c.Entries.DefaultTTL) {
-		bad("entries.max_ttl", "must be 0 or at least entries.default_ttl")
-	}
-	switch c.Log.Level {
-	case "debug", "info", "warn", "error":
-	default:
-		bad("log.level", "%q: want debug, info, warn or error", c.Log.Level)
-	}
-	if c.Log.Format != "text" && c.Log.Format != "json" {
-		bad("log.format", "%q: want text or json", c.Log.Format)
-	}
-	return errors.Join(errs...)
-}
-
-// lookupGroup returns the gid of the admin group, or -1 when it does not
-// exist (the socket then admits root only).
-func lookupGroup(name string) int {
-	if name == "" {
-		return -1
-	}
-	g, err := user.LookupGroup(name)
-	if err != nil {
-		return -1
-	}
-	var gid int
-	if _, err := fmt.Sscan(g.Gid, &gid); err != nil {
-		return -1
-	}
-	return gid
-}
-
 func envName(key string) string {
 	return "SITEBOOT_" + strings.ToUpper(strings.ReplaceAll(key, ".", "_"))
 }
@@ -274,7 +65,7 @@ func walkConfig(v reflect.Value, prefix string, fn func(key string, f reflect.Va
 			key = prefix + "." + key
 		}
 		f := v.Field(i)
-		if f.Kind() == reflect.Struct && sf.Type != reflect.TypeOf(Duration(0)) {
+		if f.Kind() == reflect.Struct && sf.Type != reflect.TypeOf(appliance.Duration(0)) {
 			walkConfig(f, key, fn)
 			continue
 		}
@@ -286,7 +77,7 @@ func setField(f reflect.Value, s string) error {
 	switch p := f.Addr().Interface().(type) {
 	case *string:
 		*p = s
-	case *Duration:
+	case *appliance.Duration:
 		return p.Set(s)
 	case *bool:
 		v, err := strconv.ParseBool(s)
@@ -316,10 +107,10 @@ func setField(f reflect.Value, s string) error {
 // configReference is the key list --help prints.
 func configReference() string {
 	var b strings.Builder
-	c := defaultConfig()
+	c := appliance.DefaultConfig()
 	walkConfig(reflect.ValueOf(&c).Elem(), "", func(key string, f reflect.Value, sf reflect.StructField) {
 		def := fmt.Sprint(f.Interface())
-		if d, ok := f.Interface().(Duration); ok {
+		if d, ok := f.Interface().(appliance.Duration); ok {
 			def = time.Duration(d).String()
 		}
 		if def == "" || def == "[]" {
@@ -328,12 +119,4 @@ func configReference() string {
 		fmt.Fprintf(&b, "  %-22s %-30s default %s\n      %s\n", key, envName(key), def, sf.Tag.Get("doc"))
 	})
 	return b.String()
-}
-
-// parseSize is imagecache.ParseSize with "" meaning 0.
-func parseSize(s string) (int64, error) {
-	if s == "" {
-		return 0, nil
-	}
-	return imagecache.ParseSize(s)
 }

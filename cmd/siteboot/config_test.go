@@ -1,6 +1,7 @@
 package main
 
 import (
+	"github.com/siteboot/siteboot/appliance"
 	"os"
 	"path/filepath"
 	"strings"
@@ -50,7 +51,7 @@ entries:
 		t.Fatal(err)
 	}
 	f.apply(cmd, &cfg)
-	if err := cfg.finish(); err != nil {
+	if err := cfg.Finish(); err != nil {
 		t.Fatal(err)
 	}
 	got := map[string]string{
@@ -72,11 +73,11 @@ func TestConfigDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := cfg.finish(); err != nil {
+	if err := cfg.Finish(); err != nil {
 		t.Fatal(err)
 	}
 	host, _ := os.Hostname()
-	wantDir, _ := filepath.Abs(defaultDataDir())
+	wantDir, _ := filepath.Abs(appliance.DefaultDataDir())
 	if cfg.DataDir != wantDir || cfg.Admin.Socket != filepath.Join(wantDir, "siteboot.sock") ||
 		cfg.HTTP.Listen != ":8080" || cfg.NodeID != host || cfg.SiteID != "default" {
 		t.Fatalf("defaults: %+v", cfg)
@@ -111,7 +112,7 @@ func TestConfigErrorsNameTheKey(t *testing.T) {
 			cfg, err := loadConfig(file, envOf(tt.env))
 			if err == nil {
 				cfg.DataDir = dir
-				err = cfg.finish()
+				err = cfg.Finish()
 			}
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("error = %v; want containing %q", err, tt.want)

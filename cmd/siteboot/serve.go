@@ -4,16 +4,14 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
-	"net/http"
 	"os"
-	"time"
 
 	"github.com/siteboot/siteboot/admin"
+	"github.com/siteboot/siteboot/appliance"
 	"github.com/spf13/cobra"
 	"golang.org/x/sync/errgroup"
 )
@@ -48,7 +46,7 @@ variables, then flags; each overrides the one before. Keys:
 				return err
 			}
 			f.apply(cmd, &cfg)
-			if err := cfg.finish(); err != nil {
+			if err := cfg.Finish(); err != nil {
 				return err
 			}
 			log, err := newLogger(cmd.ErrOrStderr(), cfg.Log.Level, cfg.Log.Format)
@@ -84,31 +82,50 @@ func (f *serveFlags) apply(cmd *cobra.Command, cfg *Config) {
 	set("log-level", &cfg.Log.Level, f.logLevel)
 }
 
-// prepareDataDir creates the data dir with mode 0750, group gid if ≥ 0, so
-// admin-group members can reach the socket inside it and nobody else can.
-func prepareDataDir(dir string, gid int) error {
-	if err := os.MkdirAll(dir, 0o750); err != nil {
-		return fmt.Errorf("data_dir: %w", err)
-	}
-	if gid >= 0 {
-		if err := os.Chown(dir, -1, gid); err != nil {
-			return fmt.Errorf("data_dir: chown to gid %d: %w", gid, err)
-		}
-	}
-	return nil
-}
-
-func serveAdminTLS(ctx context.Context, g *errgroup.Group, cfg Config, api *admin.Server) error {
-	conf, err := serverTLS(cfg.Admin.TLS.Cert, cfg.Admin.TLS.Key, cfg.Admin.TLS.ClientCA)
+// serve runs the appliance and its admin API until ctx ends: the core
+// (package appliance) with its network services, the API on the Unix
+// socket, and on TCP with mutual TLS when admin.tcp_listen is set.
+func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
+	core, err := appliance.Open(ctx, cfg, log, version)
 	if err != nil {
 		return err
 	}
+	defer core.Close()
+	gid := appliance.LookupGroup(cfg.Admin.Group)
+	api, err := admin.New(admin.Config{Core: core, Logger: log, Metrics: core.Registry(), AdminGID: gid, AdminGroup: cfg.Admin.Group})
+	if err != nil {
+		return err
+	}
+	sock, err := admin.ListenUnix(cfg.Admin.Socket, gid)
+	if err != nil {
+		return err
+	}
+	defer sock.Close()
+	g, ctx := errgroup.WithContext(ctx)
+	if cfg.Admin.TCPListen != "" {
+		ln, conf, err := listenAdminTLS(cfg)
+		if err != nil {
+			return err
+		}
+		g.Go(func() error { return api.ServeTLS(ctx, ln, conf) })
+	}
+	g.Go(func() error { return core.Run(ctx) })
+	g.Go(func() error { return api.ServeUnix(ctx, sock) })
+	return g.Wait()
+}
+
+// listenAdminTLS binds admin.tcp_listen with the mutual TLS configuration
+// of admin.tls.*.
+func listenAdminTLS(cfg Config) (net.Listener, *tls.Config, error) {
+	conf, err := serverTLS(cfg.Admin.TLS.Cert, cfg.Admin.TLS.Key, cfg.Admin.TLS.ClientCA)
+	if err != nil {
+		return nil, nil, err
+	}
 	ln, err := net.Listen("tcp", cfg.Admin.TCPListen)
 	if err != nil {
-		return fmt.Errorf("admin.tcp_listen %s: %w", cfg.Admin.TCPListen, err)
+		return nil, nil, fmt.Errorf("admin.tcp_listen %s: %w", cfg.Admin.TCPListen, err)
 	}
-	g.Go(func() error { return api.ServeTLS(ctx, ln, conf) })
-	return nil
+	return ln, conf, nil
 }
 
 func serverTLS(certFile, keyFile, caFile string) (*tls.Config, error) {
@@ -128,38 +145,6 @@ func serverTLS(certFile, keyFile, caFile string) (*tls.Config, error) {
 		Certificates: []tls.Certificate{cert}, ClientCAs: pool,
 		ClientAuth: tls.RequireAndVerifyClientCert, MinVersion: tls.VersionTLS13,
 	}, nil
-}
-
-// The HTTP server's timeouts, shared with the image cache's fast path.
-const (
-	httpReadHeaderTimeout = 10 * time.Second
-	httpIdleTimeout       = 2 * time.Minute
-)
-
-// serveHTTP serves h on ln until ctx ends, then shuts down gracefully: the
-// server, then ln itself when it has connections of its own (the image
-// cache's fast path).
-func serveHTTP(ctx context.Context, ln net.Listener, h http.Handler, log *slog.Logger) error {
-	srv := &http.Server{
-		Handler:           h,
-		ReadHeaderTimeout: httpReadHeaderTimeout,
-		IdleTimeout:       httpIdleTimeout,
-		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
-	}
-	go func() {
-		<-ctx.Done()
-		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(sctx)
-		if s, ok := ln.(interface{ Shutdown(context.Context) error }); ok {
-			_ = s.Shutdown(sctx)
-		}
-	}()
-	log.Info("http listening", "addr", ln.Addr().String())
-	if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-		return fmt.Errorf("http: %w", err)
-	}
-	return nil
 }
 
 func newLogger(w io.Writer, level, format string) (*slog.Logger, error) {

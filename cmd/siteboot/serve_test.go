@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"github.com/siteboot/siteboot/appliance"
 	"io"
 	"log/slog"
 	"net"
@@ -27,12 +28,12 @@ type testAppliance struct {
 
 func testConfig(t *testing.T) Config {
 	t.Helper()
-	cfg := defaultConfig()
+	cfg := appliance.DefaultConfig()
 	cfg.DataDir = t.TempDir()
 	cfg.NodeID = "appliance-test"
 	cfg.SiteID = "site-test"
 	cfg.HTTP.Listen = "127.0.0.1:0"
-	if err := cfg.finish(); err != nil {
+	if err := cfg.Finish(); err != nil {
 		t.Fatal(err)
 	}
 	return cfg

@@ -8,6 +8,7 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"github.com/siteboot/siteboot/appliance"
 	"math/big"
 	"net"
 	"strings"
@@ -104,10 +105,10 @@ func poolOf(c *x509.Certificate) *x509.CertPool {
 }
 
 func TestConfigRefusesPlainTCP(t *testing.T) {
-	cfg := defaultConfig()
+	cfg := appliance.DefaultConfig()
 	cfg.DataDir = t.TempDir()
 	cfg.Admin.TCPListen = "127.0.0.1:9999"
-	err := cfg.finish()
+	err := cfg.Finish()
 	if err == nil || !strings.Contains(err.Error(), "admin.tcp_listen: needs admin.tls.cert") {
 		t.Fatalf("finish() = %v; want admin.tcp_listen refused without TLS", err)
 	}

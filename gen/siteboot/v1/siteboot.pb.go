@@ -408,9 +408,15 @@ type GetStatusResponse struct {
 	// listeners are the network services this appliance runs.
 	Listeners []*Listener `protobuf:"bytes,17,rep,name=listeners,proto3" json:"listeners,omitempty"`
 	// images is the image cache as the contract reports it.
-	Images        *v11.ImagesSection `protobuf:"bytes,18,opt,name=images,proto3" json:"images,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Images *v11.ImagesSection `protobuf:"bytes,18,opt,name=images,proto3" json:"images,omitempty"`
+	// ready is true once the replicated state is restored (raft replayed its
+	// log) and the boot lease was held: every other RPC is served from then
+	// on and fails with UNAVAILABLE before. While false, not_ready_reason says
+	// why and the entry, discovered and image counts are not reported.
+	Ready          bool   `protobuf:"varint,19,opt,name=ready,proto3" json:"ready,omitempty"`
+	NotReadyReason string `protobuf:"bytes,20,opt,name=not_ready_reason,json=notReadyReason,proto3" json:"not_ready_reason,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *GetStatusResponse) Reset() {
@@ -567,6 +573,20 @@ func (x *GetStatusResponse) GetImages() *v11.ImagesSection {
 		return x.Images
 	}
 	return nil
+}
+
+func (x *GetStatusResponse) GetReady() bool {
+	if x != nil {
+		return x.Ready
+	}
+	return false
+}
+
+func (x *GetStatusResponse) GetNotReadyReason() string {
+	if x != nil {
+		return x.NotReadyReason
+	}
+	return ""
 }
 
 // BootFile is one first-stage boot file.
@@ -1534,7 +1554,7 @@ const file_siteboot_v1_siteboot_proto_rawDesc = "" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\"C\n" +
 	"\x13ListEntriesResponse\x12,\n" +
 	"\aentries\x18\x01 \x03(\v2\x12.siteboot.v1.EntryR\aentries\"\x12\n" +
-	"\x10GetStatusRequest\"\xcc\x05\n" +
+	"\x10GetStatusRequest\"\x8c\x06\n" +
 	"\x11GetStatusResponse\x12\x17\n" +
 	"\asite_id\x18\x01 \x01(\tR\x06siteId\x12\x17\n" +
 	"\anode_id\x18\x02 \x01(\tR\x06nodeId\x12\x18\n" +
@@ -1560,7 +1580,9 @@ const file_siteboot_v1_siteboot_proto_rawDesc = "" +
 	"\vnode_key_id\x18\x0f \x01(\tR\tnodeKeyId\x12-\n" +
 	"\x13node_public_key_pem\x18\x10 \x01(\tR\x10nodePublicKeyPem\x123\n" +
 	"\tlisteners\x18\x11 \x03(\v2\x15.siteboot.v1.ListenerR\tlisteners\x12=\n" +
-	"\x06images\x18\x12 \x01(\v2%.bettercompute.agent.v1.ImagesSectionR\x06images\"b\n" +
+	"\x06images\x18\x12 \x01(\v2%.bettercompute.agent.v1.ImagesSectionR\x06images\x12\x14\n" +
+	"\x05ready\x18\x13 \x01(\bR\x05ready\x12(\n" +
+	"\x10not_ready_reason\x18\x14 \x01(\tR\x0enotReadyReason\"b\n" +
 	"\bBootFile\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
 	"\x06arches\x18\x02 \x03(\tR\x06arches\x12\x12\n" +

@@ -1,4 +1,4 @@
-package main
+package appliance
 
 import (
 	"context"
@@ -17,7 +17,7 @@ import (
 )
 
 // buildCache opens the image cache in <data_dir>/cache.
-func (a *appliance) buildCache(context.Context) error {
+func (a *Appliance) buildCache(context.Context) error {
 	capacity, _ := parseSize(a.cfg.Cache.Capacity)
 	minFree, _ := parseSize(a.cfg.Cache.MinFree)
 	checkpoint, _ := parseSize(a.cfg.Cache.Checkpoint)
@@ -40,22 +40,6 @@ func (a *appliance) buildCache(context.Context) error {
 	a.cache = c
 	a.onClose(c.Close)
 	return nil
-}
-
-// runCache starts the cache once the replicated state has caught up: on a
-// restart raft replays its log only after the node leads again, and a cache
-// told the wanted set before that would release (and delete the partial
-// pulls of) every image, and evict with no pins known.
-func (a *appliance) runCache(ctx context.Context) error {
-	select {
-	case <-a.node.Ready():
-	case <-ctx.Done():
-		return nil
-	}
-	if err := a.syncImages(); err != nil {
-		return err
-	}
-	return a.cache.Run(ctx)
 }
 
 // originClient verifies TLS against the system roots plus an optional
@@ -88,7 +72,7 @@ func originClient(caBundle string) (*http.Client, error) {
 
 // syncImages hands the replicated wanted images to the cache and refreshes
 // the pins (entries' sanboot digests and the ramdisk profile).
-func (a *appliance) syncImages() error {
+func (a *Appliance) syncImages() error {
 	a.pins.setEntries(a.state.SanbootDigests())
 	var ws []imagecache.Want
 	for _, w := range a.state.WantedImages() {

@@ -1,4 +1,4 @@
-package main
+package appliance
 
 import (
 	"fmt"
@@ -11,7 +11,7 @@ import (
 
 // httpMux routes the appliance's HTTP surface: scripts, boot files, the
 // image cache, health, readiness and metrics.
-func (a *appliance) httpMux() *http.ServeMux {
+func (a *Appliance) httpMux() *http.ServeMux {
 	mux := http.NewServeMux()
 	scripts := a.script.Handler()
 	mux.Handle("/boot.ipxe", scripts)
@@ -26,7 +26,7 @@ func (a *appliance) httpMux() *http.ServeMux {
 	return mux
 }
 
-func (a *appliance) readyz(w http.ResponseWriter, _ *http.Request) {
+func (a *Appliance) readyz(w http.ResponseWriter, _ *http.Request) {
 	select {
 	case <-a.node.Ready():
 	default:
