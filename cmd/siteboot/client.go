@@ -15,9 +15,11 @@ import (
 	sitebootv1 "github.com/siteboot/siteboot/gen/siteboot/v1"
 	"github.com/spf13/cobra"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 )
@@ -62,9 +64,18 @@ func (o *clientOptions) socketPath() string {
 	return filepath.Join("siteboot-data", "siteboot.sock")
 }
 
-// dial connects to the appliance and returns the client, a context bounded
-// by --timeout, and a function that releases both.
+// dial connects to the appliance, waits until it is ready (it has restored
+// its state: reads and writes are served), and returns the client, a
+// context bounded by --timeout, and a function that releases both. So
+// `siteboot serve &` followed by any command just works: the command waits
+// for the socket to appear and for the appliance to become ready.
 func (o *clientOptions) dial(ctx context.Context) (sitebootv1.SiteBootClient, context.Context, func(), error) {
+	return o.connect(ctx, true)
+}
+
+// connect is dial; with ready false it waits only for the connection (for
+// status, which answers while the appliance starts).
+func (o *clientOptions) connect(ctx context.Context, ready bool) (sitebootv1.SiteBootClient, context.Context, func(), error) {
 	if o.output != "table" && o.output != "json" {
 		return nil, nil, nil, fmt.Errorf("--output %q: want table or json", o.output)
 	}
@@ -72,12 +83,66 @@ func (o *clientOptions) dial(ctx context.Context) (sitebootv1.SiteBootClient, co
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	conn, err := grpc.NewClient(target, grpc.WithTransportCredentials(creds))
+	conn, err := grpc.NewClient(target, grpc.WithTransportCredentials(creds), grpc.WithConnectParams(connectParams),
+		grpc.WithDefaultCallOptions(grpc.WaitForReady(true)))
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("admin API %s: %w", target, err)
 	}
 	ctx, cancel := context.WithTimeout(ctx, o.timeout)
-	return sitebootv1.NewSiteBootClient(conn), ctx, func() { cancel(); conn.Close() }, nil
+	done := func() { cancel(); conn.Close() }
+	if ready {
+		if err := waitServing(ctx, conn, target, o.timeout); err != nil {
+			done()
+			return nil, nil, nil, err
+		}
+	}
+	return sitebootv1.NewSiteBootClient(conn), ctx, done, nil
+}
+
+// connectParams retry a socket that is not there yet every few hundred
+// milliseconds instead of gRPC's default of a second and more.
+var connectParams = grpc.ConnectParams{
+	Backoff:           backoff.Config{BaseDelay: 50 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 500 * time.Millisecond},
+	MinConnectTimeout: 2 * time.Second,
+}
+
+// readyPoll is how often the CLI asks a starting appliance whether it is ready.
+const readyPoll = 100 * time.Millisecond
+
+// waitServing waits until the appliance's health service says SERVING. It
+// fails at once on an answer other than "not yet" (a refused peer, say),
+// and at the deadline with what the appliance said about itself.
+func waitServing(ctx context.Context, conn *grpc.ClientConn, target string, timeout time.Duration) error {
+	hc := healthpb.NewHealthClient(conn)
+	req := &healthpb.HealthCheckRequest{Service: sitebootv1.SiteBoot_ServiceDesc.ServiceName}
+	for {
+		resp, err := hc.Check(ctx, req)
+		switch {
+		case err == nil && resp.GetStatus() == healthpb.HealthCheckResponse_SERVING:
+			return nil
+		case ctx.Err() != nil:
+			return notReady(conn, target, timeout)
+		case err != nil && status.Code(err) != codes.Unavailable:
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return notReady(conn, target, timeout)
+		case <-time.After(readyPoll):
+		}
+	}
+}
+
+// notReady says why waiting failed: the appliance never answered, or it
+// answered but did not become ready (and then what it says about itself).
+func notReady(conn *grpc.ClientConn, target string, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	st, err := sitebootv1.NewSiteBootClient(conn).GetStatus(ctx, &sitebootv1.GetStatusRequest{}, grpc.WaitForReady(false))
+	if err != nil {
+		return status.Errorf(codes.Unavailable, "connect: no appliance answered at %s within %s", target, timeout)
+	}
+	return status.Errorf(codes.Unavailable, "the appliance at %s did not become ready within %s: %s", target, timeout, st.GetNotReadyReason())
 }
 
 func (o *clientOptions) target() (string, credentials.TransportCredentials, error) {
@@ -125,21 +190,30 @@ func errorLine(err error) string {
 		return err.Error()
 	}
 	msg := st.Message()
-	switch st.Code() {
-	case codes.Unavailable:
-		if strings.Contains(msg, "connect:") || strings.Contains(msg, "no such file") {
-			return "cannot reach the appliance: " + msg + " (is 'siteboot serve' running? see --socket / SITEBOOT_SOCKET)"
-		}
-	case codes.DeadlineExceeded:
+	unreachable := strings.Contains(msg, "connect:") || strings.Contains(msg, "no such file")
+	switch {
+	case unreachable && (st.Code() == codes.Unavailable || st.Code() == codes.DeadlineExceeded):
+		return "cannot reach the appliance: " + msg + " (is 'siteboot serve' running? see --socket / SITEBOOT_SOCKET)"
+	case st.Code() == codes.DeadlineExceeded:
 		return "the appliance did not answer in time: " + msg
 	}
 	return msg + " (" + st.Code().String() + ")"
 }
 
-// call dials the appliance, makes one call and prints its response: as
-// protojson with -o json, with table otherwise.
+// call dials the appliance, waits until it is ready, makes one call and
+// prints its response: as protojson with -o json, with table otherwise.
 func call[T proto.Message](cmd *cobra.Command, cl *clientOptions, rpc func(context.Context, sitebootv1.SiteBootClient) (T, error), table func(io.Writer, T) error) error {
-	api, ctx, done, err := cl.dial(cmd.Context())
+	return callWith(cmd, cl, true, rpc, table)
+}
+
+// callStarting is call for an RPC that answers while the appliance starts:
+// it waits for the connection only.
+func callStarting[T proto.Message](cmd *cobra.Command, cl *clientOptions, rpc func(context.Context, sitebootv1.SiteBootClient) (T, error), table func(io.Writer, T) error) error {
+	return callWith(cmd, cl, false, rpc, table)
+}
+
+func callWith[T proto.Message](cmd *cobra.Command, cl *clientOptions, ready bool, rpc func(context.Context, sitebootv1.SiteBootClient) (T, error), table func(io.Writer, T) error) error {
+	api, ctx, done, err := cl.connect(cmd.Context(), ready)
 	if err != nil {
 		return err
 	}

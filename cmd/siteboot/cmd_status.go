@@ -16,9 +16,12 @@ func newStatusCmd(cl *clientOptions) *cobra.Command {
 	return &cobra.Command{
 		Use:   "status",
 		Short: "Show what the appliance is, holds and whether it holds the boot lease",
-		Args:  cobra.NoArgs,
+		Long: `Show what the appliance is, holds and whether it holds the boot lease.
+Unlike the other commands it answers while the appliance is starting (it
+waits only for the socket), and then says why it is not ready yet.`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return call(cmd, cl, func(ctx context.Context, api sitebootv1.SiteBootClient) (*sitebootv1.GetStatusResponse, error) {
+			return callStarting(cmd, cl, func(ctx context.Context, api sitebootv1.SiteBootClient) (*sitebootv1.GetStatusResponse, error) {
 				return api.GetStatus(ctx, &sitebootv1.GetStatusRequest{})
 			}, printStatus)
 		},
@@ -32,11 +35,16 @@ func printStatus(w io.Writer, st *sitebootv1.GetStatusResponse) error {
 	t.row("node", st.GetNodeId())
 	t.row("version", st.GetVersion())
 	t.row("started", st.GetStartedAt().AsTime().Local().Format(time.RFC3339))
+	if !st.GetReady() {
+		t.row("ready", "no: "+st.GetNotReadyReason())
+	}
 	t.row("lease", fmt.Sprintf("active=%t epoch=%d ttl=%s mode=%s", lease.GetActive(), lease.GetEpoch(),
 		time.Duration(lease.GetTtlMs())*time.Millisecond, st.GetLeaseMode()))
 	t.row("raft", fmt.Sprintf("%s applied=%d", st.GetRaftState(), st.GetAppliedIndex()))
-	t.row("entries", fmt.Sprintf("%d (%d live) for %d nodes", st.GetEntries(), st.GetLiveEntries(), st.GetNodes()))
-	t.row("discovered", st.GetDiscovered())
+	if st.GetReady() {
+		t.row("entries", fmt.Sprintf("%d (%d live) for %d nodes", st.GetEntries(), st.GetLiveEntries(), st.GetNodes()))
+		t.row("discovered", st.GetDiscovered())
+	}
 	t.row("node key", st.GetNodeKeyId())
 	for _, l := range st.GetListeners() {
 		t.row("listen "+l.GetService(), l.GetAddress())
