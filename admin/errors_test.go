@@ -57,6 +57,7 @@ var notInTable = map[string]string{
 	"images.ErrInvalidName":       "a boot-file lookup of /boot/ or TFTP",
 	"images.ErrNotFound":          "a boot-file lookup of /boot/ or TFTP",
 	"images.ErrChanged":           "a boot-file lookup of /boot/ or TFTP",
+	"lease.TransportError":        "a start-up configuration error of lease.raft.*",
 }
 
 // domainPackages are the packages whose errors can reach the API.

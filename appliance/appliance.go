@@ -105,9 +105,12 @@ func (a *Appliance) buildCore(context.Context) error {
 	info.Set(1)
 	a.reg.MustRegister(info)
 
-	a.state = site.NewState()
+	a.state = site.NewState(site.WithLogger(a.log))
+	if a.cfg.Raft.Listen != "" {
+		a.log.Warn("config: raft.listen is deprecated; use lease.raft.bind", "raft.listen", a.cfg.Raft.Listen)
+	}
 	node, err := lease.Open(lease.Config{
-		Dir: filepath.Join(a.cfg.DataDir, "raft"), ID: a.cfg.NodeID, Bind: a.cfg.Raft.Listen,
+		Dir: filepath.Join(a.cfg.DataDir, "raft"), ID: a.cfg.NodeID, Bind: a.cfg.Lease.Raft.Bind, TLS: a.cfg.raftTLS(),
 		TTL: time.Duration(a.cfg.Lease.TTL), StateMachine: a.state, Logger: a.log,
 	})
 	if err != nil {

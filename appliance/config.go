@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/siteboot/siteboot/imagecache"
+	"github.com/siteboot/siteboot/lease"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -63,10 +64,18 @@ type Config struct {
 		FastPath    bool   `yaml:"fast_path" doc:"answer plain GET/HEAD of ready images on http.listen without net/http (same answers, less CPU per request); false sends every request through net/http"`
 	} `yaml:"cache"`
 	Raft struct {
-		Listen string `yaml:"listen" doc:"raft TCP address; empty runs a single voter with no listener"`
+		Listen string `yaml:"listen" doc:"deprecated name of lease.raft.bind"`
 	} `yaml:"raft"`
 	Lease struct {
-		TTL Duration `yaml:"ttl" doc:"boot lease ttl"`
+		TTL  Duration `yaml:"ttl" doc:"boot lease ttl"`
+		Raft struct {
+			Bind string `yaml:"bind" doc:"raft TCP address peers dial; empty runs a single voter with no listener; anything but loopback needs lease.raft.tls.*"`
+			TLS  struct {
+				CA   string `yaml:"ca" doc:"CA bundle (PEM) every raft peer's certificate must chain to; use a CA that issues only appliance certificates"`
+				Cert string `yaml:"cert" doc:"this appliance's raft certificate (PEM), for server and client auth, naming the lease.raft.bind address"`
+				Key  string `yaml:"key" doc:"key (PEM) of lease.raft.tls.cert"`
+			} `yaml:"tls"`
+		} `yaml:"raft"`
 	} `yaml:"lease"`
 	Entries struct {
 		DefaultTTL Duration `yaml:"default_ttl" doc:"not_after of an entry that has none: now + this"`
@@ -149,7 +158,16 @@ func (c *Config) Finish() error {
 		}
 		c.NodeID = h
 	}
+	if c.Lease.Raft.Bind == "" {
+		c.Lease.Raft.Bind = c.Raft.Listen
+	}
 	return c.check()
+}
+
+// raftTLS is the raft transport's TLS files.
+func (c *Config) raftTLS() lease.TLSFiles {
+	t := c.Lease.Raft.TLS
+	return lease.TLSFiles{CA: t.CA, Cert: t.Cert, Key: t.Key}
 }
 
 func (c *Config) check() error {
@@ -192,6 +210,19 @@ func (c *Config) check() error {
 	}
 	if c.Lease.TTL <= 0 {
 		bad("lease.ttl", "must be positive")
+	}
+	if c.Raft.Listen != "" && c.Raft.Listen != c.Lease.Raft.Bind {
+		bad("raft.listen", "is the deprecated name of lease.raft.bind; set only lease.raft.bind")
+	}
+	if err := lease.CheckTransport(c.Lease.Raft.Bind, c.raftTLS()); err != nil {
+		key := "lease.raft"
+		if te, ok := errors.AsType[*lease.TransportError](err); ok {
+			key, err = "lease.raft."+te.Field, errors.New(te.Reason)
+			if te.Field == "bind" && c.Raft.Listen != "" {
+				key = "raft.listen"
+			}
+		}
+		bad(key, "%v", err)
 	}
 	if c.Entries.DefaultTTL <= 0 {
 		bad("entries.default_ttl", "must be positive")

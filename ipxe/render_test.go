@@ -12,6 +12,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/siteboot/siteboot/discovery"
 	sitev1 "github.com/siteboot/siteboot/gen/bettercompute/site/v1"
+	statev1 "github.com/siteboot/siteboot/gen/siteboot/state/v1"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/testing/protocmp"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -205,9 +206,12 @@ func TestRenderErrors(t *testing.T) {
 			check: wantEntry("ipxe_script_url"),
 		},
 		{
+			// The site state machine skips such an entry, so only a
+			// hand-made entry source can still hand one to the renderer.
 			name: "entry sanboot digest not 32 bytes",
-			prepare: func(f *fixture) {
-				f.putOne(&sitev1.ProxyDhcpEntry{Mac: macSanboot, SanbootSha256: []byte{1, 2}, NotAfter: timestamppb.New(t0.Add(time.Hour))})
+			mutate: func(c *Config) {
+				c.Entries = oneEntry{&statev1.StoredEntry{NodeId: "node-1", Entry: &sitev1.ProxyDhcpEntry{
+					Mac: macSanboot, SanbootSha256: []byte{1, 2}, NotAfter: timestamppb.New(t0.Add(time.Hour))}}}
 			},
 			req:   &sitev1.IpxeScriptRequest{Mac: macSanboot},
 			check: wantEntry("sanboot_sha256"),
@@ -303,4 +307,11 @@ func TestRenderAtGivenBase(t *testing.T) {
 	if _, err := f.srv.RenderAt(context.Background(), &sitev1.IpxeScriptRequest{Mac: macChain}, "http://10.9.9.9/x?y=1"); !errors.As(err, &re) || re.Field != "base_url" {
 		t.Fatalf("RenderAt with a query in the base = %v; want a base_url RequestError", err)
 	}
+}
+
+// oneEntry is an entry source holding one entry, live whatever the time.
+type oneEntry struct{ se *statev1.StoredEntry }
+
+func (o oneEntry) Lookup(mac string, _ time.Time) (*statev1.StoredEntry, bool) {
+	return o.se, mac == o.se.GetEntry().GetMac()
 }

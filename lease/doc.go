@@ -13,4 +13,21 @@
 // start, and every time the node takes leadership it commits a new epoch
 // (after a Barrier, so the epoch is above every one in the log); the gate
 // opens once that epoch is applied and closes the moment leadership is lost.
+//
+// Whoever can speak raft to a node can write the site state and take the
+// lease, so the raft port (Config.Bind) speaks mutual TLS 1.3: a peer is
+// accepted, and dialed, only with a certificate chained to the site CA
+// (Config.TLS), and a server's certificate must also name the address
+// dialed. Peers are not tied to a raft server id: the CA is the trust
+// boundary (every certificate it issues is an appliance's), hashicorp/raft's
+// stream layer sees addresses and not ids, and a certified appliance is
+// already a voter that can write anything. A refused connection (not TLS,
+// no certificate, another CA, timed out, over the connection bounds) is
+// closed before raft reads a byte, counted in
+// siteboot_raft_peers_refused_total and logged at most once per reason per
+// 10 s. Plain TCP is accepted on a loopback address only, for tests.
+//
+// Lease epochs in the log are checked as they are applied: an epoch is one
+// more than the current one and names a holder; anything else changes
+// nothing. Site commands are checked by the StateMachine.
 package lease

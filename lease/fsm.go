@@ -3,10 +3,12 @@ package lease
 import (
 	"fmt"
 	"io"
+	"log/slog"
 	"sync"
 	"sync/atomic"
 
 	"github.com/hashicorp/raft"
+	"github.com/prometheus/client_golang/prometheus"
 	statev1 "github.com/siteboot/siteboot/gen/siteboot/state/v1"
 	"google.golang.org/protobuf/proto"
 )
@@ -33,6 +35,8 @@ type epochResult struct {
 // fsm is the raft.FSM: the lease epoch plus the application state.
 type fsm struct {
 	app     StateMachine
+	log     *slog.Logger
+	skipped prometheus.Counter // log entries skipped as invalid
 	applied atomic.Uint64
 
 	mu     sync.Mutex
@@ -42,6 +46,13 @@ type fsm struct {
 
 var _ raft.FSM = (*fsm)(nil)
 
+func newFSM(app StateMachine, log *slog.Logger, skipped prometheus.Counter) *fsm {
+	return &fsm{app: app, log: log, skipped: skipped}
+}
+
+// Apply applies one committed log entry. An entry that does not decode, or
+// an epoch that breaks the rules (see applyEpoch), changes nothing and is
+// logged; site commands are checked by the StateMachine itself.
 func (f *fsm) Apply(l *raft.Log) any {
 	defer f.applied.Store(l.Index)
 	if l.Type != raft.LogCommand {
@@ -49,21 +60,62 @@ func (f *fsm) Apply(l *raft.Log) any {
 	}
 	var e statev1.LogEntry
 	if err := proto.Unmarshal(l.Data, &e); err != nil {
-		return fmt.Errorf("lease: undecodable log entry %d: %w", l.Index, err)
+		return f.skip(l.Index, fmt.Errorf("lease: undecodable log entry %d: %w", l.Index, err))
 	}
 	switch k := e.GetKind().(type) {
 	case *statev1.LogEntry_LeaseEpoch:
-		f.mu.Lock()
-		defer f.mu.Unlock()
-		if k.LeaseEpoch.GetEpoch() > f.epoch {
-			f.epoch, f.holder = k.LeaseEpoch.GetEpoch(), k.LeaseEpoch.GetHolder()
-		}
-		return epochResult{epoch: f.epoch, holder: f.holder}
+		return f.applyEpoch(l.Index, k.LeaseEpoch)
 	case *statev1.LogEntry_SiteCommand:
 		return f.app.ApplyCommand(k.SiteCommand)
 	default:
-		return fmt.Errorf("lease: log entry %d of unknown kind", l.Index)
+		return f.skip(l.Index, fmt.Errorf("lease: log entry %d of unknown kind", l.Index))
 	}
+}
+
+// applyEpoch takes a new lease epoch. A holder proposes the epoch after the
+// newest applied (after a Barrier), so an epoch is exactly one more than the
+// current one: an older one is a stale proposal, ignored; a jump ahead
+// (which could exhaust the counter) or a holder that is no server id is
+// skipped.
+func (f *fsm) applyEpoch(index uint64, e *statev1.LeaseEpoch) any {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	cur := epochResult{epoch: f.epoch, holder: f.holder}
+	switch {
+	case e.GetEpoch() <= f.epoch:
+		return cur
+	case e.GetEpoch() != f.epoch+1:
+		f.skip(index, fmt.Errorf("lease: epoch %d skipped: the next epoch is %d", e.GetEpoch(), f.epoch+1))
+		return cur
+	}
+	if err := checkHolder(e.GetHolder()); err != nil {
+		f.skip(index, fmt.Errorf("lease: epoch %d skipped: %w", e.GetEpoch(), err))
+		return cur
+	}
+	f.epoch, f.holder = e.GetEpoch(), e.GetHolder()
+	return epochResult{epoch: f.epoch, holder: f.holder}
+}
+
+// checkHolder accepts a raft server id as this package writes them: 1 to
+// 128 printable ASCII characters without spaces.
+func checkHolder(h string) error {
+	if h == "" || len(h) > 128 {
+		return fmt.Errorf("holder is %d bytes; a server id has 1 to 128", len(h))
+	}
+	for i := range len(h) {
+		if h[i] <= ' ' || h[i] > '~' {
+			return fmt.Errorf("holder %q has byte %#x; a server id is printable ASCII without spaces", h, h[i])
+		}
+	}
+	return nil
+}
+
+// skip logs and counts a log entry that changes nothing, and returns err
+// as its result.
+func (f *fsm) skip(index uint64, err error) error {
+	f.skipped.Inc()
+	f.log.Warn("lease: log entry skipped", "index", index, "err", err)
+	return err
 }
 
 func (f *fsm) current() (uint64, string) {
@@ -98,11 +150,16 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 	if err := proto.Unmarshal(data, &s); err != nil {
 		return fmt.Errorf("lease: restore: %w", err)
 	}
+	holder := s.GetLeaseHolder()
+	if err := checkHolder(holder); err != nil && holder != "" {
+		f.skip(0, fmt.Errorf("lease: restore: %w; the epoch is kept, without a holder", err))
+		holder = ""
+	}
 	if err := f.app.RestoreState(s.GetSiteState()); err != nil {
 		return err
 	}
 	f.mu.Lock()
-	f.epoch, f.holder = s.GetLeaseEpoch(), s.GetLeaseHolder()
+	f.epoch, f.holder = s.GetLeaseEpoch(), holder
 	f.mu.Unlock()
 	return nil
 }

@@ -3,6 +3,8 @@ package lease
 import (
 	"context"
 	"errors"
+	"fmt"
+	"math"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -45,6 +47,9 @@ func (n *Node) takeEpoch() error {
 		return n.applyError(err)
 	}
 	cur, _ := n.fsm.current()
+	if cur == math.MaxUint64 {
+		return errors.New("lease: the epoch counter is exhausted")
+	}
 	data, err := proto.Marshal(&statev1.LogEntry{Kind: &statev1.LogEntry_LeaseEpoch{
 		LeaseEpoch: &statev1.LeaseEpoch{Epoch: cur + 1, Holder: n.cfg.ID},
 	}})
@@ -55,7 +60,10 @@ func (n *Node) takeEpoch() error {
 	if err != nil {
 		return err
 	}
-	got := res.(epochResult)
+	got, ok := res.(epochResult)
+	if !ok {
+		return fmt.Errorf("lease: epoch not applied: %v", res)
+	}
 	if got.holder != n.cfg.ID || got.epoch != cur+1 {
 		return errStaleEpoch
 	}

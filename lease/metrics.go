@@ -2,9 +2,11 @@ package lease
 
 import "github.com/prometheus/client_golang/prometheus"
 
-// RegisterMetrics exports the lease and raft gauges.
+// RegisterMetrics exports the lease and raft gauges and counters.
 func (n *Node) RegisterMetrics(reg prometheus.Registerer) error {
-	gauges := []prometheus.Collector{
+	collectors := []prometheus.Collector{
+		n.refusals.counter,
+		n.skipped,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Namespace: "siteboot", Subsystem: "lease", Name: "active",
 			Help: "1 while this appliance holds the boot lease (its gate is open).",
@@ -23,10 +25,17 @@ func (n *Node) RegisterMetrics(reg prometheus.Registerer) error {
 			Help: "The last raft log index applied to the local state.",
 		}, func() float64 { return float64(n.AppliedIndex()) }),
 	}
-	for _, g := range gauges {
+	for _, g := range collectors {
 		if err := reg.Register(g); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+func newSkippedCounter() prometheus.Counter {
+	return prometheus.NewCounter(prometheus.CounterOpts{
+		Namespace: "siteboot", Subsystem: "lease", Name: "log_entries_skipped_total",
+		Help: "Raft log entries the lease applied as nothing: undecodable, of an unknown kind, or an epoch breaking the rules.",
+	})
 }

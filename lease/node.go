@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
 	"sync"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+	"github.com/prometheus/client_golang/prometheus"
 	statev1 "github.com/siteboot/siteboot/gen/siteboot/state/v1"
 	"go.etcd.io/bbolt"
 	"google.golang.org/protobuf/proto"
@@ -24,9 +26,14 @@ type Config struct {
 	Dir string
 	// ID is the raft server id: the appliance's node id.
 	ID string
-	// Bind is the raft TCP address ("10.0.0.2:7390"). Empty selects an
-	// in-memory transport: nothing listens, and only a single voter can run.
+	// Bind is the raft TCP address ("10.0.0.2:7390"), also the address
+	// peers dial. Empty selects an in-memory transport: nothing listens,
+	// and only a single voter can run. CheckTransport says which Bind and
+	// TLS go together: anything but a loopback address needs TLS.
 	Bind string
+	// TLS makes the raft transport mutual TLS 1.3: peers are accepted and
+	// dialed only with a certificate chained to TLS.CA.
+	TLS TLSFiles
 	// TTL is the lease ttl published in BootLeaseState.ttl_ms (10 s if zero).
 	TTL time.Duration
 	// StateMachine receives the site commands of the log.
@@ -51,6 +58,9 @@ type Node struct {
 	store *raftboltdb.BoltStore
 	trans raft.Transport
 
+	refusals *refusals
+	skipped  prometheus.Counter
+
 	mu      sync.Mutex
 	epoch   uint64 // the epoch this node took; 0 while it holds none
 	readyCh chan struct{}
@@ -61,9 +71,16 @@ const applyTimeout = 10 * time.Second
 
 // Open opens (or creates) the raft state in cfg.Dir and starts raft. A data
 // dir without raft state is bootstrapped as a single-voter cluster.
-func Open(cfg Config) (*Node, error) {
+func Open(cfg Config) (*Node, error) { return open(cfg, true) }
+
+// open is Open; without bootstrap a data dir without raft state waits to
+// be added to a cluster.
+func open(cfg Config, bootstrap bool) (*Node, error) {
 	if cfg.ID == "" || cfg.StateMachine == nil || cfg.Logger == nil {
 		return nil, errors.New("lease: Config needs ID, StateMachine and Logger")
+	}
+	if err := CheckTransport(cfg.Bind, cfg.TLS); err != nil {
+		return nil, err
 	}
 	if cfg.TTL == 0 {
 		cfg.TTL = 10 * time.Second
@@ -81,8 +98,10 @@ func Open(cfg Config) (*Node, error) {
 		}
 		return nil, fmt.Errorf("lease: open raft.db: %w", err)
 	}
-	n := &Node{cfg: cfg, log: cfg.Logger, store: store, fsm: &fsm{app: cfg.StateMachine}, readyCh: make(chan struct{})}
-	if err := n.start(); err != nil {
+	skipped := newSkippedCounter()
+	n := &Node{cfg: cfg, log: cfg.Logger, store: store, fsm: newFSM(cfg.StateMachine, cfg.Logger, skipped),
+		readyCh: make(chan struct{}), refusals: newRefusals(cfg.Logger, time.Now), skipped: skipped}
+	if err := n.start(bootstrap); err != nil {
 		_ = store.Close()
 		if n.trans != nil {
 			closeTransport(n.trans)
@@ -92,7 +111,7 @@ func Open(cfg Config) (*Node, error) {
 	return n, nil
 }
 
-func (n *Node) start() error {
+func (n *Node) start(bootstrap bool) error {
 	hl := newHclog(n.log)
 	snaps, err := raft.NewFileSnapshotStoreWithLogger(n.cfg.Dir, 2, hl)
 	if err != nil {
@@ -110,7 +129,7 @@ func (n *Node) start() error {
 	if err != nil {
 		return fmt.Errorf("lease: read raft state: %w", err)
 	}
-	if !has {
+	if !has && bootstrap {
 		boot := raft.Configuration{Servers: []raft.Server{{Suffrage: raft.Voter, ID: conf.LocalID, Address: n.trans.LocalAddr()}}}
 		if err := raft.BootstrapCluster(conf, logs, n.store, snaps, n.trans, boot); err != nil {
 			return fmt.Errorf("lease: bootstrap: %w", err)
@@ -128,11 +147,27 @@ func (n *Node) transport() (raft.Transport, error) {
 		_, t := raft.NewInmemTransport(raft.ServerAddress("inmem:" + n.cfg.ID))
 		return t, nil
 	}
-	t, err := raft.NewTCPTransportWithLogger(n.cfg.Bind, nil, 3, applyTimeout, newHclog(n.log))
+	var peer *peerTLS
+	if n.cfg.TLS.Set() {
+		host, _, _ := net.SplitHostPort(n.cfg.Bind) // CheckTransport passed
+		var err error
+		if peer, err = loadPeerTLS(n.cfg.TLS, host); err != nil {
+			return nil, err
+		}
+	}
+	ln, err := net.Listen("tcp", n.cfg.Bind)
 	if err != nil {
 		return nil, fmt.Errorf("lease: raft listen %s: %w", n.cfg.Bind, err)
 	}
-	return t, nil
+	if peer == nil {
+		n.log.Warn("lease: the raft port speaks plain TCP on loopback; that is for tests only, "+
+			"a raft port others can reach needs TLS (lease.raft.tls.*)", "bind", ln.Addr().String())
+	}
+	stream := newStreamLayer(ln, streamConfig{tls: peer, refusals: n.refusals,
+		handshakeTimeout: handshakeTimeout, maxConns: maxPeerConns, maxHandshakes: maxHandshakes})
+	return raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
+		Stream: stream, MaxPool: 3, Timeout: applyTimeout, Logger: newHclog(n.log),
+	}), nil
 }
 
 func (n *Node) raftConfig() *raft.Config {
@@ -160,6 +195,9 @@ func (n *Node) raftConfig() *raft.Config {
 }
 
 func closeTransport(t raft.Transport) {
+	if c, ok := t.(interface{ CloseStreams() }); ok {
+		c.CloseStreams() // the pooled outbound connections
+	}
 	if c, ok := t.(raft.WithClose); ok {
 		_ = c.Close()
 	}

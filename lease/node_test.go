@@ -40,11 +40,34 @@ func quietLog() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, n
 // start opens a node on dir and waits until it holds the lease.
 func start(t *testing.T, dir string) *harness {
 	t.Helper()
-	st := site.NewState()
-	n, err := Open(Config{Dir: dir, ID: "appliance-1", StateMachine: st, Logger: quietLog()})
+	return startConfig(t, Config{Dir: dir})
+}
+
+// startConfig opens a node with cfg (ID, StateMachine and Logger filled
+// when empty) and waits until it holds the lease.
+func startConfig(t *testing.T, cfg Config) *harness {
+	t.Helper()
+	if cfg.ID == "" {
+		cfg.ID = "appliance-1"
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = quietLog()
+	}
+	st, _ := cfg.StateMachine.(*site.State)
+	if st == nil {
+		st = site.NewState()
+		cfg.StateMachine = st
+	}
+	n, err := Open(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return run(t, cfg.Dir, n, st)
+}
+
+// run runs n's lease loop and waits until it holds the lease.
+func run(t *testing.T, dir string, n *Node, st *site.State) *harness {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	h := &harness{t: t, dir: dir, node: n, state: st, stop: cancel, done: make(chan error, 1)}
 	go func() { h.done <- n.Run(ctx) }()
@@ -152,7 +175,7 @@ func TestSnapshotRestore(t *testing.T) {
 	}
 	h3.close()
 	fresh := site.NewState()
-	f := &fsm{app: fresh}
+	f := newFSM(fresh, quietLog(), newSkippedCounter())
 	latest := latestSnapshot(t, dir)
 	rc, err := os.Open(latest)
 	if err != nil {
@@ -195,7 +218,7 @@ func TestDataDirLocked(t *testing.T) {
 }
 
 func TestRestoreRefusesGarbage(t *testing.T) {
-	f := &fsm{app: site.NewState()}
+	f := newFSM(site.NewState(), quietLog(), newSkippedCounter())
 	if err := f.Restore(io.NopCloser(&oneByte{})); err == nil {
 		t.Fatal("Restore of garbage succeeded")
 	}

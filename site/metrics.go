@@ -6,9 +6,13 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// RegisterMetrics exports the entry counts of state at the clock's time.
+// RegisterMetrics exports the entry counts of state at the clock's time and
+// the count of what its state machine skipped.
 func RegisterMetrics(reg prometheus.Registerer, state *State, now func() time.Time) error {
-	return reg.Register(&entriesCollector{state: state, now: now})
+	if err := reg.Register(&entriesCollector{state: state, now: now}); err != nil {
+		return err
+	}
+	return reg.Register(state.skipped)
 }
 
 var entriesDesc = prometheus.NewDesc("siteboot_site_entries",
@@ -32,4 +36,20 @@ func (c *entriesCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(entriesDesc, prometheus.GaugeValue, float64(live), "live")
 	ch <- prometheus.MustNewConstMetric(entriesDesc, prometheus.GaugeValue, float64(total-live), "expired")
 	ch <- prometheus.MustNewConstMetric(nodesDesc, prometheus.GaugeValue, float64(nodes))
+}
+
+// skippedKinds are the values of siteboot_site_apply_skipped_total's what
+// label.
+var skippedKinds = []string{"command", "entry", "snapshot_entry", "snapshot_image", "snapshot_spec"}
+
+func newSkippedCounter() *prometheus.CounterVec {
+	c := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "siteboot", Subsystem: "site", Name: "apply_skipped_total",
+		Help: "What the state machine refused because it breaks a validation rule, never applied: " +
+			"whole commands, entries of a PutEntries, and entries, images or the spec of a restored snapshot.",
+	}, []string{"what"})
+	for _, k := range skippedKinds {
+		c.WithLabelValues(k)
+	}
+	return c
 }

@@ -1,13 +1,16 @@
 package site
 
 import (
+	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	sitev1 "github.com/siteboot/siteboot/gen/bettercompute/site/v1"
 	statev1 "github.com/siteboot/siteboot/gen/siteboot/state/v1"
 	"google.golang.org/protobuf/proto"
@@ -31,16 +34,35 @@ type State struct {
 
 	changed chan struct{}
 	version atomic.Uint64
+	log     *slog.Logger
+	skipped *prometheus.CounterVec
+}
+
+// StateOption configures a State.
+type StateOption func(*State)
+
+// WithLogger makes the state machine log the commands it refuses and the
+// entries it skips because they break a validation rule. Without it those
+// lines are discarded; the siteboot_site_apply_skipped_total counter counts
+// them either way.
+func WithLogger(l *slog.Logger) StateOption {
+	return func(s *State) { s.log = l }
 }
 
 // NewState returns an empty state.
-func NewState() *State {
-	return &State{
+func NewState(opts ...StateOption) *State {
+	s := &State{
 		byMAC:   make(map[string]*statev1.StoredEntry),
 		byNode:  make(map[string]map[string]struct{}),
 		images:  make(map[string]*statev1.ImageWant),
 		changed: make(chan struct{}, 1),
+		log:     slog.New(slog.DiscardHandler),
+		skipped: newSkippedCounter(),
 	}
+	for _, o := range opts {
+		o(s)
+	}
+	return s
 }
 
 // Changed receives a value after the state changed (coalesced: one value
@@ -72,10 +94,18 @@ type CleanUpResult struct {
 }
 
 // ApplyCommand decodes and applies one serialized SiteCommand. It returns a
-// *PutResult, a *CleanUpResult or an error; on error nothing changed.
+// *PutResult, a *CleanUpResult, a *SpecResult, a *statev1.ImageWant, an
+// *ImageRemoved or an error; on error nothing changed.
+//
+// Every command is checked with the rules the API checks requests with
+// (those that need no clock and no local configuration) before it changes
+// anything: the log may hold entries the API never saw. A command that
+// breaks a rule is refused whole, except PutEntries, whose invalid entries
+// are skipped and the rest stored.
 func (s *State) ApplyCommand(data []byte) any {
 	cmd := &statev1.SiteCommand{}
 	if err := proto.Unmarshal(data, cmd); err != nil {
+		s.refused(fmt.Errorf("undecodable: %w", err))
 		return fmt.Errorf("%w: %v", ErrUnknownCommand, err)
 	}
 	s.mu.Lock()
@@ -88,30 +118,66 @@ func (s *State) ApplyCommand(data []byte) any {
 }
 
 func (s *State) apply(cmd *statev1.SiteCommand) any {
+	if cmd.GetOp() == nil {
+		return s.unknownOp()
+	}
+	if err := checkAt(cmd.GetAt()); err != nil {
+		return s.refused(err)
+	}
 	switch op := cmd.GetOp().(type) {
 	case *statev1.SiteCommand_PutEntries:
 		return s.put(op.PutEntries, cmd.GetAt())
 	case *statev1.SiteCommand_CleanUp:
-		return s.cleanUp(op.CleanUp)
+		valid, err := ValidateCleanUp(op.CleanUp)
+		if err != nil {
+			return s.refused(err)
+		}
+		return s.cleanUp(valid)
 	case *statev1.SiteCommand_ExpireEntries:
-		return s.expire(op.ExpireEntries.GetBefore().AsTime())
+		before, err := checkExpire(op.ExpireEntries, cmd.GetAt())
+		if err != nil {
+			return s.refused(err)
+		}
+		return s.expire(before)
 	case *statev1.SiteCommand_ApplySiteSpec:
-		return s.applySpec(op.ApplySiteSpec.GetSpec())
+		valid, err := ValidateSiteSpec(op.ApplySiteSpec.GetSpec())
+		if err != nil {
+			return s.refused(err)
+		}
+		return s.applySpec(valid)
 	case *statev1.SiteCommand_AddImage:
+		if err := ValidateImageWant(op.AddImage.GetWant()); err != nil {
+			return s.refused(err)
+		}
 		return s.addImage(op.AddImage.GetWant())
 	case *statev1.SiteCommand_RemoveImage:
+		if err := ValidateDigest("sha256", op.RemoveImage.GetSha256()); err != nil {
+			return s.refused(err)
+		}
 		return s.removeImage(op.RemoveImage.GetSha256())
 	default:
-		return ErrUnknownCommand
+		return s.unknownOp()
 	}
 }
 
+func (s *State) unknownOp() error {
+	s.refused(errors.New("no known operation"))
+	return ErrUnknownCommand
+}
+
+// put stores the valid entries of p. Invalid ones are skipped (and
+// logged); a MAC held by another node or the MaxEntries bound refuses the
+// whole command.
 func (s *State) put(p *statev1.PutEntries, at *timestamppb.Timestamp) any {
+	if err := checkEntryBatch(p.GetNodeId(), len(p.GetEntries())); err != nil {
+		return s.refused(err)
+	}
+	valid := s.validPut(p)
 	added := 0
-	for i, e := range p.GetEntries() {
-		old, ok := s.byMAC[e.GetMac()]
+	for _, v := range valid {
+		old, ok := s.byMAC[v.entry.GetMac()]
 		if ok && old.GetNodeId() != p.GetNodeId() {
-			return &ConflictError{Field: fmt.Sprintf("entries[%d].mac", i), MAC: e.GetMac(), Owner: old.GetNodeId()}
+			return &ConflictError{Field: fmt.Sprintf("entries[%d].mac", v.index), MAC: v.entry.GetMac(), Owner: old.GetNodeId()}
 		}
 		if !ok {
 			added++
@@ -121,7 +187,8 @@ func (s *State) put(p *statev1.PutEntries, at *timestamppb.Timestamp) any {
 		return &LimitError{Reason: fmt.Sprintf("the site holds %d entries; %d more would pass the limit of %d", len(s.byMAC), added, MaxEntries)}
 	}
 	res := &PutResult{}
-	for _, e := range p.GetEntries() {
+	for _, v := range valid {
+		e := v.entry
 		se := &statev1.StoredEntry{NodeId: p.GetNodeId(), Entry: e, CreatedAt: at}
 		s.byMAC[e.GetMac()] = se
 		macs := s.byNode[p.GetNodeId()]
@@ -245,28 +312,19 @@ func (s *State) MarshalState() ([]byte, error) {
 	return proto.MarshalOptions{Deterministic: true}.Marshal(st)
 }
 
-// RestoreState replaces the whole state with a serialized SiteState.
+// RestoreState replaces the whole state with a serialized SiteState. An
+// entry, image or spec in it that breaks a validation rule is skipped (and
+// logged); data that does not decode changes nothing.
 func (s *State) RestoreState(data []byte) error {
 	st := &statev1.SiteState{}
 	if err := proto.Unmarshal(data, st); err != nil {
 		return fmt.Errorf("site: restore: %w", err)
 	}
-	byMAC := make(map[string]*statev1.StoredEntry, len(st.GetEntries()))
-	byNode := make(map[string]map[string]struct{})
-	for _, se := range st.GetEntries() {
-		mac := se.GetEntry().GetMac()
-		byMAC[mac] = se
-		if byNode[se.GetNodeId()] == nil {
-			byNode[se.GetNodeId()] = make(map[string]struct{})
-		}
-		byNode[se.GetNodeId()][mac] = struct{}{}
-	}
-	images := make(map[string]*statev1.ImageWant, len(st.GetImages()))
-	for _, w := range st.GetImages() {
-		images[string(w.GetImage().GetSha256())] = w
-	}
+	byMAC, byNode := s.restoreEntries(st.GetEntries())
+	images := s.restoreImages(st.GetImages())
+	spec := s.restoreSpec(st.GetSpec())
 	s.mu.Lock()
-	s.byMAC, s.byNode, s.spec, s.images = byMAC, byNode, st.GetSpec(), images
+	s.byMAC, s.byNode, s.spec, s.images = byMAC, byNode, spec, images
 	s.mu.Unlock()
 	s.signal()
 	return nil

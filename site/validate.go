@@ -55,36 +55,76 @@ func validateID(field, id string) error {
 // MACs in lowercase colon form, product UUIDs lowercased, not_after filled
 // from the default ttl. The input is not modified. now is the server time.
 func ValidateEntries(nodeID string, entries []*sitev1.ProxyDhcpEntry, now time.Time, lim Limits) ([]*sitev1.ProxyDhcpEntry, error) {
-	if err := ValidateNodeID("node_id", nodeID); err != nil {
+	if err := checkEntryBatch(nodeID, len(entries)); err != nil {
 		return nil, err
 	}
-	if len(entries) == 0 {
-		return nil, fieldErr("entries", "at least one entry is required")
-	}
-	if len(entries) > MaxEntriesPerRequest {
-		return nil, fieldErr("entries", "%d entries; at most %d per request", len(entries), MaxEntriesPerRequest)
+	notAfter := func(field string, ts *timestamppb.Timestamp) (*timestamppb.Timestamp, error) {
+		return validateNotAfter(field, ts, now, lim)
 	}
 	out := make([]*sitev1.ProxyDhcpEntry, 0, len(entries))
-	seen := make(map[string]int, len(entries))
+	set := newEntrySet(len(entries))
 	for i, e := range entries {
-		field := fmt.Sprintf("entries[%d]", i)
-		if e == nil {
-			return nil, fieldErr(field, "is empty")
-		}
-		n, err := validateEntry(field, e, now, lim)
+		n, err := set.add(i, e, notAfter)
 		if err != nil {
 			return nil, err
 		}
-		if j, dup := seen[n.Mac]; dup {
-			return nil, fieldErr(field+".mac", "%s is also entries[%d].mac; one entry per MAC", n.Mac, j)
-		}
-		seen[n.Mac] = i
 		out = append(out, n)
 	}
 	return out, nil
 }
 
-func validateEntry(field string, in *sitev1.ProxyDhcpEntry, now time.Time, lim Limits) (*sitev1.ProxyDhcpEntry, error) {
+// checkEntryBatch holds the rules for one node's batch of entries as a
+// whole: a valid node id and 1 to MaxEntriesPerRequest entries.
+func checkEntryBatch(nodeID string, n int) error {
+	if err := ValidateNodeID("node_id", nodeID); err != nil {
+		return err
+	}
+	if n == 0 {
+		return fieldErr("entries", "at least one entry is required")
+	}
+	if n > MaxEntriesPerRequest {
+		return fieldErr("entries", "%d entries; at most %d per request", n, MaxEntriesPerRequest)
+	}
+	return nil
+}
+
+// notAfterPolicy checks (and may fill) an entry's not_after. The API's
+// policy reads the clock and the configured ttls; the state machine's
+// cannot (see requireNotAfter).
+type notAfterPolicy func(field string, ts *timestamppb.Timestamp) (*timestamppb.Timestamp, error)
+
+// entrySet checks the entries of one batch in order: each against the
+// entry rules, and their MACs against each other (one entry per MAC).
+type entrySet struct{ seen map[string]int }
+
+func newEntrySet(n int) *entrySet { return &entrySet{seen: make(map[string]int, n)} }
+
+// add checks entries[i] and returns its normalised copy.
+func (s *entrySet) add(i int, e *sitev1.ProxyDhcpEntry, notAfter notAfterPolicy) (*sitev1.ProxyDhcpEntry, error) {
+	field := fmt.Sprintf("entries[%d]", i)
+	if e == nil {
+		return nil, fieldErr(field, "is empty")
+	}
+	n, err := normalizeEntry(field, e)
+	if err != nil {
+		return nil, err
+	}
+	if n.NotAfter, err = notAfter(field+".not_after", e.GetNotAfter()); err != nil {
+		return nil, err
+	}
+	if j, dup := s.seen[n.Mac]; dup {
+		return nil, fieldErr(field+".mac", "%s is also entries[%d].mac; one entry per MAC", n.Mac, j)
+	}
+	s.seen[n.Mac] = i
+	return n, nil
+}
+
+// normalizeEntry holds every rule on an entry's fields that needs neither a
+// clock nor this appliance's configuration: the API, the state machine's
+// apply and a snapshot restore all call it, so a rule added here holds for
+// all three. It returns a normalised copy; not_after is left to the
+// caller's policy.
+func normalizeEntry(field string, in *sitev1.ProxyDhcpEntry) (*sitev1.ProxyDhcpEntry, error) {
 	e := proto.CloneOf(in)
 	mac, err := NormalizeMAC(in.GetMac())
 	if err != nil {
@@ -117,9 +157,6 @@ func validateEntry(field string, in *sitev1.ProxyDhcpEntry, now time.Time, lim L
 	}
 	if d := in.GetSanbootSha256(); d != nil && len(d) != 32 {
 		return nil, fieldErr(field+".sanboot_sha256", "is %d bytes; a SHA-256 digest is 32", len(d))
-	}
-	if e.NotAfter, err = validateNotAfter(field+".not_after", in.GetNotAfter(), now, lim); err != nil {
-		return nil, err
 	}
 	return e, nil
 }

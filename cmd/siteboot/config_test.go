@@ -2,9 +2,11 @@ package main
 
 import (
 	"github.com/siteboot/siteboot/appliance"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -105,6 +107,12 @@ func TestConfigErrorsNameTheKey(t *testing.T) {
 		{"advertise ip", "dhcp:\n  advertise_ip: fe80::1\n", nil, "dhcp.advertise_ip"},
 		{"cache capacity", "cache:\n  capacity: lots\n", nil, "cache.capacity"},
 		{"interfaces env list", "", map[string]string{"SITEBOOT_DHCP_INTERFACES": "eth0,eth1", "SITEBOOT_LOG_LEVEL": "loud"}, "log.level"},
+		{"raft bind without tls", "lease:\n  raft:\n    bind: 10.0.0.2:7390\n", nil, "lease.raft.bind: \"10.0.0.2:7390\" is not a loopback address"},
+		{"raft bind env without tls", "", map[string]string{"SITEBOOT_LEASE_RAFT_BIND": "192.0.2.2:7390"}, "lease.raft.bind"},
+		{"deprecated raft.listen without tls", "raft:\n  listen: 10.0.0.2:7390\n", nil, "raft.listen: \"10.0.0.2:7390\" is not a loopback address"},
+		{"raft bind every address", "lease:\n  raft:\n    bind: ':7390'\n", nil, "lease.raft.bind"},
+		{"raft tls without key", "lease:\n  raft:\n    tls:\n      ca: /ca.pem\n      cert: /c.pem\n", nil, "lease.raft.tls.key: is missing"},
+		{"raft.listen and bind differ", "raft:\n  listen: 127.0.0.1:7390\nlease:\n  raft:\n    bind: 127.0.0.1:7391\n", nil, "raft.listen: is the deprecated name"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -123,9 +131,75 @@ func TestConfigErrorsNameTheKey(t *testing.T) {
 
 func TestServeHelpTeachesEveryKey(t *testing.T) {
 	help := configReference()
-	for _, key := range []string{"site_id", "node_id", "data_dir", "admin.socket", "http.listen", "SITEBOOT_ADMIN_SOCKET", "entries.default_ttl"} {
+	for _, key := range []string{"site_id", "node_id", "data_dir", "admin.socket", "http.listen", "SITEBOOT_ADMIN_SOCKET", "entries.default_ttl",
+		"lease.raft.bind", "SITEBOOT_LEASE_RAFT_TLS_CA", "lease.raft.tls.cert", "lease.raft.tls.key"} {
 		if !strings.Contains(help, key) {
 			t.Errorf("serve --help lacks %q", key)
 		}
 	}
+}
+
+func TestConfigRaftBind(t *testing.T) {
+	tests := []struct {
+		name, yaml string
+		want       string
+	}{
+		{"none", "", ""},
+		{"loopback plain", "lease:\n  raft:\n    bind: 127.0.0.1:7390\n", "127.0.0.1:7390"},
+		{"deprecated alias", "raft:\n  listen: 127.0.0.1:7390\n", "127.0.0.1:7390"},
+		{"alias and the same bind", "raft:\n  listen: 127.0.0.1:7390\nlease:\n  raft:\n    bind: 127.0.0.1:7390\n", "127.0.0.1:7390"},
+		{"site address with tls", "lease:\n  raft:\n    bind: 10.0.0.2:7390\n    tls: {ca: /ca.pem, cert: /c.pem, key: /k.pem}\n", "10.0.0.2:7390"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			cfg, err := loadConfig(writeFile(t, dir, "c.yaml", tt.yaml), envOf(nil))
+			if err != nil {
+				t.Fatal(err)
+			}
+			cfg.DataDir = dir
+			if err := cfg.Finish(); err != nil {
+				t.Fatal(err)
+			}
+			if cfg.Lease.Raft.Bind != tt.want {
+				t.Fatalf("lease.raft.bind = %q; want %q", cfg.Lease.Raft.Bind, tt.want)
+			}
+		})
+	}
+}
+
+// TestDeprecatedRaftListenWarnsOnce: an appliance configured with the old
+// key runs its raft port there and says once that the key is deprecated.
+func TestDeprecatedRaftListenWarnsOnce(t *testing.T) {
+	cfg := testConfig(t)
+	cfg.Raft.Listen = freePort(t)
+	if err := cfg.Finish(); err != nil {
+		t.Fatal(err)
+	}
+	var logs syncBuffer
+	startApplianceLog(t, cfg, slog.New(slog.NewTextHandler(&logs, nil)))
+	if n := strings.Count(logs.String(), "raft.listen is deprecated; use lease.raft.bind"); n != 1 {
+		t.Fatalf("%d deprecation warnings; want 1:\n%s", n, logs.String())
+	}
+	if !strings.Contains(logs.String(), "plain TCP on loopback; that is for tests only") {
+		t.Fatalf("no warning about plain TCP raft:\n%s", logs.String())
+	}
+}
+
+// syncBuffer is a log sink for goroutines writing at once.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

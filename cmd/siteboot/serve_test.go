@@ -43,12 +43,18 @@ func testConfig(t *testing.T) Config {
 // holds the lease.
 func startAppliance(t *testing.T, cfg Config) *testAppliance {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	a := &testAppliance{cfg: cfg, cancel: cancel, done: make(chan error, 1)}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	if testing.Verbose() {
 		log = slog.New(slog.NewTextHandler(os.Stderr, nil))
 	}
+	return startApplianceLog(t, cfg, log)
+}
+
+// startApplianceLog is startAppliance logging to log.
+func startApplianceLog(t *testing.T, cfg Config, log *slog.Logger) *testAppliance {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	a := &testAppliance{cfg: cfg, cancel: cancel, done: make(chan error, 1)}
 	go func() { a.done <- serve(ctx, cfg, log) }()
 	t.Cleanup(a.stop)
 	waitReady(t, cfg.Admin.Socket, a.done)

@@ -1,0 +1,92 @@
+package lease
+
+import (
+	"crypto/x509"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/siteboot/siteboot/site"
+)
+
+func TestCheckTransport(t *testing.T) {
+	all := TLSFiles{CA: "ca.pem", Cert: "c.pem", Key: "k.pem"}
+	tests := []struct {
+		name   string
+		bind   string
+		tls    TLSFiles
+		field  string // "" when accepted
+		reason string
+	}{
+		{"no listener", "", TLSFiles{}, "", ""},
+		{"loopback plain", "127.0.0.1:7390", TLSFiles{}, "", ""},
+		{"loopback v6 plain", "[::1]:7390", TLSFiles{}, "", ""},
+		{"loopback tls", "127.0.0.1:7390", all, "", ""},
+		{"site address tls", "10.0.0.2:7390", all, "", ""},
+		{"dns name tls", "raft1.site.example:7390", all, "", ""},
+		{"site address plain", "10.0.0.2:7390", TLSFiles{}, "bind", "not a loopback address"},
+		{"dns name plain", "localhost:7390", TLSFiles{}, "bind", "not a loopback address"},
+		{"every address", "0.0.0.0:7390", all, "bind", "every address"},
+		{"every address, no host", ":7390", all, "bind", "every address"},
+		{"no port", "10.0.0.2", all, "bind", "missing port"},
+		{"key missing", "10.0.0.2:7390", TLSFiles{CA: "ca.pem", Cert: "c.pem"}, "tls.key", "missing: tls.key"},
+		{"ca missing", "127.0.0.1:7390", TLSFiles{Cert: "c.pem", Key: "k.pem"}, "tls.ca", "missing: tls.ca"},
+		{"only ca", "", TLSFiles{CA: "ca.pem"}, "tls.cert", "missing: tls.cert, tls.key"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := CheckTransport(tt.bind, tt.tls)
+			if tt.field == "" {
+				if err != nil {
+					t.Fatalf("CheckTransport = %v; want accepted", err)
+				}
+				return
+			}
+			te, ok := errors.AsType[*TransportError](err)
+			if !ok || te.Field != tt.field || !strings.Contains(te.Reason, tt.reason) {
+				t.Fatalf("CheckTransport = %v; want a *TransportError on %s containing %q", err, tt.field, tt.reason)
+			}
+		})
+	}
+}
+
+// TestOpenRefusesTransport: Open holds the same rule and checks the TLS
+// files, refusing before it binds or touches the data dir.
+func TestOpenRefusesTransport(t *testing.T) {
+	ca := newTestCA(t, "site ca")
+	good := ca.files(t, "appliance-1", leafOpts{})
+	foreign := newTestCA(t, "another ca").files(t, "appliance-1", leafOpts{})
+	clientOnly := ca.files(t, "appliance-1", leafOpts{usages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}})
+	tests := []struct {
+		name   string
+		bind   string
+		tls    TLSFiles
+		field  string
+		reason string
+	}{
+		{"site address without tls", "192.0.2.1:7390", TLSFiles{}, "bind", "not a loopback address"},
+		{"partial tls", "127.0.0.1:0", TLSFiles{CA: good.CA, Cert: good.Cert}, "tls.key", "missing"},
+		{"cert of another ca", "127.0.0.1:0", TLSFiles{CA: good.CA, Cert: foreign.Cert, Key: foreign.Key}, "tls.cert", "peers would refuse it"},
+		{"cert for clients only", "127.0.0.1:0", clientOnly, "tls.cert", "peers would refuse it"},
+		{"cert lacks the bind address", "127.0.0.2:0", good, "tls.cert", "does not name 127.0.0.2"},
+		{"no ca file", "127.0.0.1:0", TLSFiles{CA: filepath.Join(t.TempDir(), "nope.pem"), Cert: good.Cert, Key: good.Key}, "tls.ca", "no such file"},
+		{"key of another cert", "127.0.0.1:0", TLSFiles{CA: good.CA, Cert: good.Cert, Key: foreign.Key}, "tls.cert", "tls.key"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "raft")
+			_, err := Open(Config{Dir: dir, ID: "appliance-1", Bind: tt.bind, TLS: tt.tls, StateMachine: site.NewState(), Logger: quietLog()})
+			te, ok := errors.AsType[*TransportError](err)
+			if !ok || te.Field != tt.field || !strings.Contains(te.Reason, tt.reason) {
+				t.Fatalf("Open = %v; want a *TransportError on %s containing %q", err, tt.field, tt.reason)
+			}
+			if tt.field == "bind" {
+				if _, err := os.Stat(dir); !os.IsNotExist(err) {
+					t.Fatalf("the refused Open created the data dir (%v)", err)
+				}
+			}
+		})
+	}
+}
