@@ -10,14 +10,15 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/siteboot/siteboot/bootentry"
 	"github.com/siteboot/siteboot/discovery"
-	statev1 "github.com/siteboot/siteboot/gen/siteboot/state/v1"
 )
 
-// Entries finds the live boot entry of a MAC (lowercase colon form).
-// site.State satisfies it.
+// Entries finds the live boot entry of a MAC (lowercase colon form). It is
+// called for every packet, so it should not allocate (site.State's
+// doesn't).
 type Entries interface {
-	Lookup(mac string, now time.Time) (*statev1.StoredEntry, bool)
+	Lookup(mac string, now time.Time) (bootentry.Entry, bool)
 }
 
 // Gate reports whether this appliance holds the boot lease, and under which

@@ -89,7 +89,7 @@ func (s *Server) decideClient(req *dhcpv4.DHCPv4, c *client, rt dhcpv4.MessageTy
 	case rt == dhcpv4.MessageTypeAck && in.Port != PXEPort && s.namesOtherServer(req, serverIP, in):
 		return d.ignore("other-server")
 	}
-	se, ok := s.cfg.Entries.Lookup(c.mac, s.cfg.Now())
+	e, ok := s.cfg.Entries.Lookup(c.mac, s.cfg.Now())
 	if !ok {
 		s.record(c, d.giaddr)
 		d.result = resultUnknownMAC
@@ -102,7 +102,7 @@ func (s *Server) decideClient(req *dhcpv4.DHCPv4, c *client, rt dhcpv4.MessageTy
 	if httpArch {
 		c.class = classHTTP
 	}
-	file, err := s.bootFile(c, se.GetEntry().GetBootFile(), serverIP)
+	file, err := s.bootFile(c, e.BootFile, serverIP)
 	if err != nil {
 		d.result, d.reason = resultNoBootFile, err.Error()
 		return d

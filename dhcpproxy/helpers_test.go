@@ -2,8 +2,6 @@ package dhcpproxy
 
 import (
 	"encoding/hex"
-	"github.com/siteboot/siteboot/lease"
-	"go.uber.org/goleak"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -15,6 +13,7 @@ import (
 	sitev1 "github.com/siteboot/siteboot/gen/bettercompute/site/v1"
 	statev1 "github.com/siteboot/siteboot/gen/siteboot/state/v1"
 	"github.com/siteboot/siteboot/site"
+	"go.uber.org/goleak"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 )
@@ -233,11 +232,3 @@ func optHex(r *dhcpv4.DHCPv4, code dhcpv4.OptionCode) string {
 func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }
-
-// The collaborators the appliance wires in satisfy the consumer interfaces
-// without adapters.
-var (
-	_ Entries   = (*site.State)(nil)
-	_ Gate      = (*lease.Node)(nil)
-	_ Discovery = (*discovery.Ledger)(nil)
-)

@@ -10,16 +10,14 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/siteboot/siteboot/bootentry"
 	"github.com/siteboot/siteboot/discovery"
 	sitev1 "github.com/siteboot/siteboot/gen/bettercompute/site/v1"
-	statev1 "github.com/siteboot/siteboot/gen/siteboot/state/v1"
-	"github.com/siteboot/siteboot/secretref"
-	"github.com/siteboot/siteboot/site"
 )
 
 // Entries looks up a machine's live entry (site.State).
 type Entries interface {
-	Lookup(mac string, now time.Time) (*statev1.StoredEntry, bool)
+	Lookup(mac string, now time.Time) (bootentry.Entry, bool)
 }
 
 // Gate is the boot lease gate (lease.Node).
@@ -42,14 +40,6 @@ type Signer interface {
 type Secrets interface {
 	Resolve(ctx context.Context, ref string) ([]byte, error)
 }
-
-// The appliance's own types satisfy these interfaces as they are.
-var (
-	_ Entries   = (*site.State)(nil)
-	_ Discovery = (*discovery.Ledger)(nil)
-	_ Signer    = (*discovery.Signer)(nil)
-	_ Secrets   = secretref.Resolver{}
-)
 
 // Ramdisk is the site's ramdisk profile.
 type Ramdisk struct {
@@ -196,7 +186,7 @@ func parseImage(s string) (image, error) {
 		}
 		return image{digestHex: h}, nil
 	}
-	if err := checkURL(s); err != nil {
+	if err := bootentry.CheckScriptURL(s); err != nil {
 		return image{}, fmt.Errorf("want an http(s) URL or sha256:<hex>: %w", err)
 	}
 	return image{url: s}, nil

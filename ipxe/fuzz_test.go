@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/siteboot/siteboot/site"
+	"github.com/siteboot/siteboot/bootentry"
 )
 
 // scriptShapes are the line counts of each kind of script, keyed by a line
@@ -95,7 +95,7 @@ func checkScript(t *testing.T, query, script string) {
 	}
 	// The MAC the client asked for, normalised independently of the handler.
 	q, _ := url.ParseQuery(query)
-	mac, err := site.NormalizeMAC(q.Get("mac"))
+	mac, err := bootentry.NormalizeMAC(q.Get("mac"))
 	if err != nil {
 		t.Fatalf("a script for an invalid mac %q:\n%s", q.Get("mac"), script)
 	}

@@ -3,11 +3,11 @@ package ipxe
 import (
 	"context"
 	"encoding/base64"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"time"
 
+	"github.com/siteboot/siteboot/bootentry"
 	sitev1 "github.com/siteboot/siteboot/gen/bettercompute/site/v1"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -57,7 +57,7 @@ func (s *Server) render(ctx context.Context, req *sitev1.IpxeScriptRequest, base
 	}
 	out.epoch = epoch
 	now := s.cfg.Now()
-	se, ok := s.cfg.Entries.Lookup(n.GetMac(), now)
+	e, ok := s.cfg.Entries.Lookup(n.GetMac(), now)
 	if !ok {
 		out.kind = kindUnknown
 		script := &sitev1.IpxeScript{
@@ -66,45 +66,43 @@ func (s *Server) render(ctx context.Context, req *sitev1.IpxeScriptRequest, base
 		}
 		return out, &UnknownMachineError{MAC: n.GetMac(), Script: script}
 	}
-	e := se.GetEntry()
 	switch {
-	case len(e.GetSanbootSha256()) > 0:
+	case e.SanbootSHA256 != "":
 		out.kind = kindSanboot
-		out.script, err = s.sanboot(base, e)
-	case e.GetIpxeScriptUrl() != "":
+		out.script, err = s.sanboot(base, &e)
+	case e.IPXEScriptURL != "":
 		out.kind = kindChain
-		out.script, err = s.chain(base, e)
+		out.script, err = s.chain(base, &e)
 	default:
 		out.kind = kindRamdisk
-		out.script, out.epoch, err = s.ramdisk(ctx, base, n, e, now)
+		out.script, out.epoch, err = s.ramdisk(ctx, base, n, &e, now)
 	}
 	return out, err
 }
 
-func (s *Server) sanboot(base string, e *sitev1.ProxyDhcpEntry) (*sitev1.IpxeScript, error) {
-	d := e.GetSanbootSha256()
-	if len(d) != 32 {
-		return nil, &EntryError{MAC: e.GetMac(), Reason: fmt.Sprintf("sanboot_sha256 is %d bytes, not 32", len(d))}
+func (s *Server) sanboot(base string, e *bootentry.Entry) (*sitev1.IpxeScript, error) {
+	if err := bootentry.CheckSanbootHex(e.SanbootSHA256); err != nil {
+		return nil, &EntryError{MAC: e.MAC, Reason: "sanboot_sha256: " + err.Error()}
 	}
 	return &sitev1.IpxeScript{
-		Script:   sanbootScript([]string{base}, hex.EncodeToString(d), s.cfg.Retry),
-		NotAfter: e.GetNotAfter(),
+		Script:   sanbootScript([]string{base}, e.SanbootSHA256, s.cfg.Retry),
+		NotAfter: timestamppb.New(e.NotAfter),
 	}, nil
 }
 
-func (s *Server) chain(base string, e *sitev1.ProxyDhcpEntry) (*sitev1.IpxeScript, error) {
-	if err := checkURL(e.GetIpxeScriptUrl()); err != nil {
-		return nil, &EntryError{MAC: e.GetMac(), Reason: "ipxe_script_url: " + err.Error()}
+func (s *Server) chain(base string, e *bootentry.Entry) (*sitev1.IpxeScript, error) {
+	if err := bootentry.CheckScriptURL(e.IPXEScriptURL); err != nil {
+		return nil, &EntryError{MAC: e.MAC, Reason: "ipxe_script_url: " + err.Error()}
 	}
 	return &sitev1.IpxeScript{
-		Script:   chainScript(base, e.GetIpxeScriptUrl(), s.cfg.Retry),
-		NotAfter: e.GetNotAfter(),
+		Script:   chainScript(base, e.IPXEScriptURL, s.cfg.Retry),
+		NotAfter: timestamppb.New(e.NotAfter),
 	}, nil
 }
 
 // ramdisk resolves the token, re-checks the gate, signs the assertion and
 // renders the script. It returns the epoch the assertion carries.
-func (s *Server) ramdisk(ctx context.Context, base string, n *sitev1.IpxeScriptRequest, e *sitev1.ProxyDhcpEntry, now time.Time) (*sitev1.IpxeScript, uint64, error) {
+func (s *Server) ramdisk(ctx context.Context, base string, n *sitev1.IpxeScriptRequest, e *bootentry.Entry, now time.Time) (*sitev1.IpxeScript, uint64, error) {
 	if !s.hasRamdisk() {
 		return nil, 0, &EntryError{MAC: n.GetMac(), Reason: "no ramdisk profile is configured (ramdisk.kernel, ramdisk.initrd)"}
 	}
@@ -118,7 +116,7 @@ func (s *Server) ramdisk(ctx context.Context, base string, n *sitev1.IpxeScriptR
 		return nil, 0, ErrFenced
 	}
 	notAfter := now.Add(s.cfg.AssertionTTL)
-	if na := e.GetNotAfter().AsTime(); na.Before(notAfter) {
+	if na := e.NotAfter; na.Before(notAfter) {
 		notAfter = na
 	}
 	assertion, err := s.sign(n, e, epoch, now, notAfter)
@@ -127,7 +125,7 @@ func (s *Server) ramdisk(ctx context.Context, base string, n *sitev1.IpxeScriptR
 	}
 	p := ramdiskParams{
 		siteID: s.cfg.SiteID, appliance: base, mac: n.GetMac(),
-		workflowID: e.GetWorkflowId(), token: string(token), assertion: assertion,
+		workflowID: e.WorkflowID, token: string(token), assertion: assertion,
 	}
 	cmdline := p.cmdline(s.cmdline)
 	if len(cmdline) > maxCmdline {
@@ -138,8 +136,8 @@ func (s *Server) ramdisk(ctx context.Context, base string, n *sitev1.IpxeScriptR
 }
 
 // token resolves the entry's discovery token; nil when it has no ref.
-func (s *Server) token(ctx context.Context, e *sitev1.ProxyDhcpEntry) ([]byte, error) {
-	ref := e.GetDiscoveryTokenRef()
+func (s *Server) token(ctx context.Context, e *bootentry.Entry) ([]byte, error) {
+	ref := e.DiscoveryTokenRef
 	if ref == "" {
 		return nil, nil
 	}
@@ -158,7 +156,7 @@ func (s *Server) token(ctx context.Context, e *sitev1.ProxyDhcpEntry) ([]byte, e
 
 // sign builds and signs the DiscoveryAssertion and returns it as unpadded
 // base64url of the serialized SignedDiscoveryAssertion.
-func (s *Server) sign(n *sitev1.IpxeScriptRequest, e *sitev1.ProxyDhcpEntry, epoch uint64, now, notAfter time.Time) (string, error) {
+func (s *Server) sign(n *sitev1.IpxeScriptRequest, e *bootentry.Entry, epoch uint64, now, notAfter time.Time) (string, error) {
 	a := &sitev1.DiscoveryAssertion{
 		SiteId:          s.cfg.SiteID,
 		SiteAgentNodeId: s.cfg.NodeID,
@@ -166,7 +164,7 @@ func (s *Server) sign(n *sitev1.IpxeScriptRequest, e *sitev1.ProxyDhcpEntry, epo
 		Mac:             n.GetMac(),
 		Ip:              n.GetIp(),
 		ProductUuid:     n.GetUuid(),
-		WorkflowId:      e.GetWorkflowId(),
+		WorkflowId:      e.WorkflowID,
 		IssuedAt:        timestamppb.New(now),
 		NotAfter:        timestamppb.New(notAfter),
 	}

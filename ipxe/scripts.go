@@ -27,8 +27,8 @@ const (
 const maxCmdline = 2048
 
 // All script builders take values that are already safe (see escape.go):
-// URLs passed checkURL, MACs were normalised, parameters went through
-// argValue.
+// URLs passed bootentry.CheckScriptURL, MACs were normalised, parameters
+// went through argValue.
 
 // bootstrapScript is /boot.ipxe: a chain straight to this appliance's /ipxe
 // with the machine's identity (PXE-NOTES rule 9), after dhcp with retries

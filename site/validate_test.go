@@ -16,60 +16,6 @@ var testNow = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 
 var testLimits = Limits{DefaultTTL: 24 * time.Hour, MaxTTL: 30 * 24 * time.Hour}
 
-func TestNormalizeMAC(t *testing.T) {
-	tests := []struct {
-		in, want string
-		wantErr  string
-	}{
-		{in: "52:54:00:12:34:56", want: "52:54:00:12:34:56"},
-		{in: "52:54:00:AB:CD:EF", want: "52:54:00:ab:cd:ef"},
-		{in: "52-54-00-AB-CD-EF", want: "52:54:00:ab:cd:ef"},
-		{in: "5254.00ab.cdef", want: "52:54:00:ab:cd:ef"},
-		{in: "525400ABCDEF", want: "52:54:00:ab:cd:ef"},
-		{in: " 52:54:00:ab:cd:ef ", want: "52:54:00:ab:cd:ef"},
-		{in: "", wantErr: "is not a MAC address"},
-		{in: "zz:54:00:ab:cd:ef", wantErr: "is not a MAC address"},
-		{in: "52:54:00:ab:cd", wantErr: "is not a MAC address"},
-		{in: "52:54:00:ab:cd:ef:01:02", wantErr: "6-byte"},
-		{in: "01:00:5e:00:00:01", wantErr: "multicast"},
-		{in: "ff:ff:ff:ff:ff:ff", wantErr: "multicast"},
-		{in: "00:00:00:00:00:00", wantErr: "all-zero"},
-		{in: "52:54:00:ab:cd:ef\n", want: "52:54:00:ab:cd:ef"},
-		{in: "52:54:00:ab:cd:ef;reboot", wantErr: "is not a MAC address"},
-	}
-	for _, tt := range tests {
-		got, err := NormalizeMAC(tt.in)
-		if tt.wantErr != "" {
-			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-				t.Errorf("NormalizeMAC(%q) = %q, %v; want error containing %q", tt.in, got, err, tt.wantErr)
-			}
-			continue
-		}
-		if err != nil || got != tt.want {
-			t.Errorf("NormalizeMAC(%q) = %q, %v; want %q", tt.in, got, err, tt.want)
-		}
-	}
-}
-
-func TestNormalizeUUID(t *testing.T) {
-	const want = "4c4c4544-0047-3510-8052-b4c04f4e3832"
-	for _, in := range []string{
-		"4C4C4544-0047-3510-8052-B4C04F4E3832",
-		"4c4c454400473510 8052b4c04f4e3832"[:16] + "8052b4c04f4e3832",
-		"{4c4c4544-0047-3510-8052-b4c04f4e3832}",
-		"urn:uuid:4c4c4544-0047-3510-8052-b4c04f4e3832",
-	} {
-		if got, err := NormalizeUUID(in); err != nil || got != want {
-			t.Errorf("NormalizeUUID(%q) = %q, %v; want %q", in, got, err, want)
-		}
-	}
-	for _, in := range []string{"", "4c4c4544", "4c4c4544-0047-3510-8052-b4c04f4e383z", "4c4c45440-047-3510-8052-b4c04f4e3832"} {
-		if got, err := NormalizeUUID(in); err == nil {
-			t.Errorf("NormalizeUUID(%q) = %q, want an error", in, got)
-		}
-	}
-}
-
 func entry(mods ...func(*sitev1.ProxyDhcpEntry)) *sitev1.ProxyDhcpEntry {
 	e := &sitev1.ProxyDhcpEntry{Mac: "52:54:00:12:34:56"}
 	for _, m := range mods {

@@ -1,6 +1,7 @@
-package site
+package bootentry
 
 import (
+	"net/url"
 	"strings"
 	"testing"
 )
@@ -38,6 +39,34 @@ func FuzzNormalizeUUID(f *testing.F) {
 		}
 		if again, err := NormalizeUUID(got); err != nil || again != got {
 			t.Fatalf("not idempotent: %q -> %q -> %q, %v", s, got, again, err)
+		}
+	})
+}
+
+// FuzzCheckBootFile: whatever CheckBootFile accepts fits the BOOTP file
+// field and is one plain script token: no whitespace, control character,
+// '$', '#', '\\', '"' or backtick; a URL parses as http(s) with a host.
+func FuzzCheckBootFile(f *testing.F) {
+	for _, s := range []string{"", "ipxe.efi", "efi/snponly.efi", "http://10.0.0.2/a.efi", "http://a/${x}", "a b", "../x"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		if CheckBootFile(s) != nil {
+			return
+		}
+		if len(s) > MaxBootFileLen || strings.ContainsAny(s, " \t\r\n$#\\\"`") {
+			t.Fatalf("accepted %q", s)
+		}
+		for i := 0; i < len(s); i++ {
+			if s[i] < 0x21 || s[i] > 0x7e {
+				t.Fatalf("accepted %q with byte %#x", s, s[i])
+			}
+		}
+		if IsURL(s) {
+			u, err := url.Parse(s)
+			if err != nil || u.Hostname() == "" {
+				t.Fatalf("accepted URL %q: %v", s, err)
+			}
 		}
 	})
 }
