@@ -54,7 +54,7 @@ func FuzzCheckBootFile(f *testing.F) {
 		if CheckBootFile(s) != nil {
 			return
 		}
-		if len(s) > MaxBootFileLen || strings.ContainsAny(s, " \t\r\n$#\\\"`") {
+		if len(s) > MaxBootFileLen || (!IsURL(s) && len(s) > MaxBootFileNameLen) || strings.ContainsAny(s, " \t\r\n$#\\\"`") {
 			t.Fatalf("accepted %q", s)
 		}
 		for i := 0; i < len(s); i++ {

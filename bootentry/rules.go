@@ -11,9 +11,15 @@ const (
 	// MaxURLLen bounds a script URL.
 	MaxURLLen = 2048
 	// MaxBootFileLen is what the BOOTP file field (RFC 2131, 128 bytes)
-	// holds besides its terminating NUL: a boot file name or URL goes there
-	// as it is.
+	// holds besides its terminating NUL: a boot file URL goes there as it
+	// is.
 	MaxBootFileLen = 127
+	// MaxBootFileNameLen bounds a boot file name: a UEFI HTTP-boot client
+	// gets it as <base URL>/boot/<name> in the same field, so a name of
+	// this length leaves room for a base URL of MaxBootFileLen -
+	// len("/boot/") - MaxBootFileNameLen bytes (57), the longest the DHCP
+	// proxy accepts.
+	MaxBootFileNameLen = 64
 )
 
 // What iPXE's script parser does with a line (src/core/exec.c): it splits
@@ -72,18 +78,19 @@ func IsURL(bootFile string) bool {
 }
 
 // CheckBootFile accepts an entry's boot_file: empty (the arch default), an
-// http(s) URL that passes CheckScriptURL, or a name that passes
-// CheckFileName; either way at most MaxBootFileLen bytes, since it goes
-// into the BOOTP file field as it is.
+// http(s) URL of at most MaxBootFileLen bytes that passes CheckScriptURL
+// (it goes into the BOOTP file field as it is), or a name of at most
+// MaxBootFileNameLen bytes that passes CheckFileName.
 func CheckBootFile(s string) error {
-	if s == "" {
+	switch {
+	case s == "":
 		return nil
-	}
-	if len(s) > MaxBootFileLen {
-		return fmt.Errorf("boot file of %d bytes; the BOOTP file field holds %d", len(s), MaxBootFileLen)
-	}
-	if IsURL(s) {
+	case IsURL(s) && len(s) > MaxBootFileLen:
+		return fmt.Errorf("boot file URL of %d bytes; the BOOTP file field holds %d", len(s), MaxBootFileLen)
+	case IsURL(s):
 		return CheckScriptURL(s)
+	case len(s) > MaxBootFileNameLen:
+		return fmt.Errorf("boot file name of %d bytes; at most %d, so that <base URL>/boot/<name> fits the BOOTP file field", len(s), MaxBootFileNameLen)
 	}
 	return CheckFileName(s)
 }

@@ -105,9 +105,9 @@ func (cfg *Config) check() error {
 	return nil
 }
 
-// maxBaseLen leaves room for "/boot/<name>" in the 127 usable bytes of the
-// BOOTP file field.
-const maxBaseLen = 80
+// maxBaseLen leaves room for "/boot/<name>", with a name as long as an
+// entry may hold, in the 127 usable bytes of the BOOTP file field.
+const maxBaseLen = bootentry.MaxBootFileLen - len("/boot/") - bootentry.MaxBootFileNameLen
 
 // checkHTTPBase accepts an absolute http(s) URL whose host is an IPv4
 // literal, without credentials, query or fragment, and returns it without a

@@ -179,9 +179,6 @@ func (f *fixture) put(t testing.TB, node string, entries ...*sitev1.ProxyDhcpEnt
 	}
 }
 
-// putOne replaces one entry (on node-1).
-func (f *fixture) putOne(e *sitev1.ProxyDhcpEntry) { f.put(f.t, "node-1", e) }
-
 // scripts returns siteboot_ipxe_scripts_total by kind.
 func (f *fixture) scripts(t *testing.T) map[string]float64 {
 	t.Helper()

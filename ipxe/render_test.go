@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/siteboot/siteboot/bootentry"
 	"github.com/siteboot/siteboot/discovery"
 	sitev1 "github.com/siteboot/siteboot/gen/bettercompute/site/v1"
 	"google.golang.org/protobuf/proto"
@@ -196,21 +197,19 @@ func TestRenderErrors(t *testing.T) {
 			req:    &sitev1.IpxeScriptRequest{Mac: macRamdisk},
 			check:  wantEntry("no ramdisk profile"),
 		},
+		// The site state refuses such entries; the renderer still checks
+		// what a lookup hands it before it writes a script.
 		{
-			name: "entry script URL unsafe",
-			prepare: func(f *fixture) {
-				f.putOne(&sitev1.ProxyDhcpEntry{Mac: macChain, IpxeScriptUrl: "http://x/a${b}", NotAfter: timestamppb.New(t0.Add(time.Hour))})
-			},
-			req:   &sitev1.IpxeScriptRequest{Mac: macChain},
-			check: wantEntry("ipxe_script_url"),
+			name:   "entry script URL unsafe",
+			mutate: withEntry(bootentry.Entry{MAC: macChain, IPXEScriptURL: "http://x/a${b}", NotAfter: t0.Add(time.Hour)}),
+			req:    &sitev1.IpxeScriptRequest{Mac: macChain},
+			check:  wantEntry("ipxe_script_url"),
 		},
 		{
-			name: "entry sanboot digest not 32 bytes",
-			prepare: func(f *fixture) {
-				f.putOne(&sitev1.ProxyDhcpEntry{Mac: macSanboot, SanbootSha256: []byte{1, 2}, NotAfter: timestamppb.New(t0.Add(time.Hour))})
-			},
-			req:   &sitev1.IpxeScriptRequest{Mac: macSanboot},
-			check: wantEntry("sanboot_sha256"),
+			name:   "entry sanboot digest not 32 bytes",
+			mutate: withEntry(bootentry.Entry{MAC: macSanboot, SanbootSHA256: "0102", NotAfter: t0.Add(time.Hour)}),
+			req:    &sitev1.IpxeScriptRequest{Mac: macSanboot},
+			check:  wantEntry("sanboot_sha256"),
 		},
 	}
 	for _, tt := range tests {
@@ -236,6 +235,19 @@ func TestRenderErrors(t *testing.T) {
 			}
 		})
 	}
+}
+
+// entryMap is a lookup that returns what it holds, for entries the real
+// site state would refuse to store.
+type entryMap map[string]bootentry.Entry
+
+func (m entryMap) Lookup(mac string, now time.Time) (bootentry.Entry, bool) {
+	e, ok := m[mac]
+	return e, ok && e.LiveAt(now)
+}
+
+func withEntry(e bootentry.Entry) func(*Config) {
+	return func(c *Config) { c.Entries = entryMap{e.MAC: e} }
 }
 
 type failingSecrets struct{}
