@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/netip"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
@@ -57,6 +59,12 @@ type Config struct {
 	// HTTPPort is the port of http.listen, used when HTTPAdvertise is
 	// empty; 80 if zero.
 	HTTPPort int
+	// Relays are the DHCP relay addresses answered besides plausible
+	// on-link relays (dhcp.relays): a relayed request is answered at its
+	// giaddr only when giaddr lies in one of these IPv4 prefixes, or when
+	// the relay is on the arrival subnet and sent the request itself,
+	// unicast to this server. Empty trusts no relay beyond the link.
+	Relays []netip.Prefix
 	// Entries, Gate, Discovery and BootFiles are the collaborators; a nil
 	// Discovery records nothing.
 	Entries   Entries
@@ -82,6 +90,13 @@ func (cfg *Config) check() error {
 			return fmt.Errorf("dhcpproxy: advertise ip %v is not a unicast IPv4 address", cfg.AdvertiseIP)
 		}
 		cfg.AdvertiseIP = ip4
+	}
+	cfg.Relays = slices.Clone(cfg.Relays)
+	for i, p := range cfg.Relays {
+		if !p.IsValid() || !p.Addr().Is4() {
+			return fmt.Errorf("dhcpproxy: relay prefix %v is not an IPv4 prefix", p)
+		}
+		cfg.Relays[i] = p.Masked()
 	}
 	if cfg.HTTPPort == 0 {
 		cfg.HTTPPort = 80

@@ -194,6 +194,7 @@ func TestHandleReplyRules(t *testing.T) {
 		{name: "client with an address asking unicast gets ciaddr:68",
 			pkt: pxeReq(t, macPlain, dhcpv4.MessageTypeRequest, 7,
 				dhcpv4.WithClientIP(net.IPv4(10, 0, 0, 77)), dhcpv4.WithBroadcast(false)),
+			in: unicast67("10.0.0.77", ClientPort),
 			want: outcome{Decision: "ack", Reply: offer("ipxe.efi", asACK, func(s *summary) {
 				s.Flags, s.CIAddr, s.To = 0, "10.0.0.77", "10.0.0.77:68"
 			})}},

@@ -3,6 +3,7 @@ package dhcpproxy
 import (
 	"encoding/hex"
 	"net"
+	"net/netip"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -109,6 +110,7 @@ func newFixture(t testing.TB, mod func(*Config)) *fixture {
 	f := &fixture{gate: &testGate{epoch: 7}, rec: &recorder{}}
 	cfg := Config{
 		HTTPPort:  8080,
+		Relays:    []netip.Prefix{testRelays},
 		Entries:   newTestState(t),
 		Gate:      f.gate,
 		Discovery: f.rec,
@@ -126,13 +128,27 @@ func newFixture(t testing.TB, mod func(*Config)) *fixture {
 	return f
 }
 
+// The server is 10.0.0.2 on eth0, subnet 10.0.0.0/24; relays in
+// 10.1.0.0/24 are configured (dhcp.relays).
 var (
-	srvIP    = net.IPv4(10, 0, 0, 2).To4()
-	arrive67 = Arrival{Iface: "eth0", ServerIP: srvIP, Port: ServerPort,
-		Source: &net.UDPAddr{IP: net.IPv4zero, Port: ClientPort}}
-	arrive4011 = Arrival{Iface: "eth0", ServerIP: srvIP, Port: PXEPort,
-		Source: &net.UDPAddr{IP: net.IPv4(10, 0, 0, 50), Port: 1025}}
+	srvIP      = net.IPv4(10, 0, 0, 2).To4()
+	srvNet     = netip.MustParsePrefix("10.0.0.2/24")
+	testRelays = netip.MustParsePrefix("10.1.0.0/24")
+	// arrive67 is a client's broadcast on UDP 67.
+	arrive67 = Arrival{Iface: "eth0", ServerIP: srvIP, Port: ServerPort, Net: srvNet,
+		Source: &net.UDPAddr{IP: net.IPv4zero, Port: ClientPort}, Dst: netip.MustParseAddr("255.255.255.255")}
+	// arrive4011 is a client's unicast to UDP 4011.
+	arrive4011 = Arrival{Iface: "eth0", ServerIP: srvIP, Port: PXEPort, Net: srvNet,
+		Source: &net.UDPAddr{IP: net.IPv4(10, 0, 0, 50), Port: 1025}, Dst: netip.MustParseAddr("10.0.0.2")}
 )
+
+// unicast67 is a packet sent to 10.0.0.2:67 from src:port.
+func unicast67(src string, port int) Arrival {
+	in := arrive67
+	in.Source = &net.UDPAddr{IP: net.ParseIP(src).To4(), Port: port}
+	in.Dst = netip.MustParseAddr("10.0.0.2")
+	return in
+}
 
 var testXID = dhcpv4.TransactionID{0xde, 0xad, 0xbe, 0xef}
 

@@ -199,8 +199,9 @@ func (a *appliance) bindDHCP(ctx context.Context) error {
 	if a.cfg.DHCP.AdvertiseIP != "" {
 		adv = net.ParseIP(a.cfg.DHCP.AdvertiseIP).To4()
 	}
+	relays, _ := parseRelays(a.cfg.DHCP.Relays) // checked by Config.check
 	srv, err := dhcpproxy.New(dhcpproxy.Config{
-		Interfaces: a.cfg.DHCP.Interfaces, AdvertiseIP: adv, HTTPAdvertise: a.cfg.HTTP.Advertise, HTTPPort: port,
+		Interfaces: a.cfg.DHCP.Interfaces, AdvertiseIP: adv, HTTPAdvertise: a.cfg.HTTP.Advertise, HTTPPort: port, Relays: relays,
 		Entries: a.state, Gate: a.node, Discovery: a.ledger, BootFiles: a.boot,
 		Logger: a.log, Registerer: a.reg, Now: time.Now,
 	})
