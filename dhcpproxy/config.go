@@ -29,10 +29,19 @@ type Gate interface {
 	Gate() (epoch uint64, open bool)
 }
 
-// Discovery receives the PXE and HTTP-boot clients that have no live entry.
-// Record is called on the packet path: it must not block.
+// Discovery receives the PXE and HTTP-boot clients that have no live entry
+// (or whose request an entry's UUID pin refused). Record is called on the
+// packet path: it must not block.
 type Discovery interface {
 	Record(discovery.Sighting)
+}
+
+// Observer receives what requests of machines with a live entry said
+// (option 97's UUID above all), for the script renderer to put into
+// assertions instead of what an HTTP query claims. Observe is called on the
+// packet path: it must not block, and should not allocate.
+type Observer interface {
+	Observe(discovery.Sighting)
 }
 
 // BootFiles names the first-stage boot file for a base arch ("bios",
@@ -65,11 +74,12 @@ type Config struct {
 	// the relay is on the arrival subnet and sent the request itself,
 	// unicast to this server. Empty trusts no relay beyond the link.
 	Relays []netip.Prefix
-	// Entries, Gate, Discovery and BootFiles are the collaborators; a nil
-	// Discovery records nothing.
+	// Entries, Gate, Discovery, Observed and BootFiles are the
+	// collaborators; a nil Discovery or Observed records nothing.
 	Entries   Entries
 	Gate      Gate
 	Discovery Discovery
+	Observed  Observer
 	BootFiles BootFiles
 	// Logger receives one line per decision; nil discards.
 	Logger *slog.Logger

@@ -17,6 +17,7 @@ type decision struct {
 	xid     dhcpv4.TransactionID
 	giaddr  net.IP     // as the request says; not necessarily trusted
 	relay   netip.Addr // the relay accepted for this request; zero if none
+	viaConf bool       // relay is one of Config.Relays
 	arch    string
 	epoch   uint64
 	file    string
@@ -97,13 +98,23 @@ func (s *Server) decideClient(req *dhcpv4.DHCPv4, c *client, rt dhcpv4.MessageTy
 		if ri, ok := req.Options[dhcpv4.OptionRelayAgentInformation.Code()]; ok && !checkRelayInfo(ri) {
 			return d.ignore(reasonBadRelayInfo)
 		}
-		d.relay = v.relay
+		d.relay, d.viaConf = v.relay, v.configured
 	}
 	e, ok := s.cfg.Entries.Lookup(c.mac, s.cfg.Now())
-	if !ok {
-		s.record(c, d.relay)
+	if !ok || !e.AcceptsUUID(c.uuid) {
+		// A request the entry's UUID pin refuses is a machine the site does
+		// not know: silent, and recorded like one.
+		if s.cfg.Discovery != nil {
+			s.cfg.Discovery.Record(s.sighting(c, &d, in))
+		}
 		d.result = resultUnknownMAC
+		if ok {
+			d.result, d.reason = resultUUIDMismatch, uuidMismatch(e.ProductUUID, c.uuid)
+		}
 		return d
+	}
+	if s.cfg.Observed != nil {
+		s.cfg.Observed.Observe(s.sighting(c, &d, in))
 	}
 	_, httpArch, known := lookupArch(c.arch)
 	if !c.hasArch || !known {
@@ -136,6 +147,14 @@ func (s *Server) gatedReply(req *dhcpv4.DHCPv4, c *client, rt dhcpv4.MessageType
 		d.result = resultAck
 	}
 	return d
+}
+
+// uuidMismatch says why a pinned entry refused a request.
+func uuidMismatch(pin, got string) string {
+	if got == "" {
+		return "the entry pins product_uuid " + pin + "; the request carried none (option 97)"
+	}
+	return "the entry pins product_uuid " + pin + "; the request carried " + got
 }
 
 // namesOtherServer reports whether a REQUEST carries a server identifier

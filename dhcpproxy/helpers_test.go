@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp/cmpopts"
 	"github.com/insomniacslk/dhcp/dhcpv4"
 	"github.com/siteboot/siteboot/discovery"
 	sitev1 "github.com/siteboot/siteboot/gen/bettercompute/site/v1"
@@ -243,6 +244,9 @@ func optHex(r *dhcpv4.DHCPv4, code dhcpv4.OptionCode) string {
 	}
 	return "hex:" + hex.EncodeToString(r.Options.Get(code))
 }
+
+// equateAddrs compares netip.Addr values (in sightings) by value.
+var equateAddrs = cmpopts.EquateComparable(netip.Addr{})
 
 // TestMain fails the package's tests when one of them leaks a goroutine.
 func TestMain(m *testing.M) {

@@ -12,12 +12,13 @@ import (
 
 // Decision results, the "result" label of siteboot_dhcp_requests_total.
 const (
-	resultOffer      = "offer"
-	resultAck        = "ack"
-	resultUnknownMAC = "unknown-mac"
-	resultGateClosed = "gate-closed"
-	resultNoBootFile = "no-bootfile"
-	resultIgnored    = "ignored"
+	resultOffer        = "offer"
+	resultAck          = "ack"
+	resultUnknownMAC   = "unknown-mac"
+	resultUUIDMismatch = "uuid-mismatch" // the entry pins another product_uuid
+	resultGateClosed   = "gate-closed"
+	resultNoBootFile   = "no-bootfile"
+	resultIgnored      = "ignored"
 )
 
 // Server answers proxyDHCP requests. It is safe for concurrent use.
@@ -88,23 +89,19 @@ func (s *Server) serverIP(in Arrival) net.IP {
 	return nil
 }
 
-// record reports a network-boot client without a live entry; relay is the
-// relay its request was accepted from (zero when it came directly).
-func (s *Server) record(c *client, relay netip.Addr) {
-	if s.cfg.Discovery == nil {
-		return
+// sighting is what a request says about its machine, for the ledger or the
+// observations, with the relay it was accepted from (none when it came
+// directly); a relay of Config.Relays is also the source new-machine
+// limits count it against. It allocates nothing.
+func (s *Server) sighting(c *client, d *decision, in Arrival) discovery.Sighting {
+	sg := discovery.Sighting{MAC: c.mac, ProductUUID: c.uuid, Arch: d.arch, Iface: in.Iface, At: s.cfg.Now()}
+	if d.relay.IsValid() {
+		sg.Relay = d.giaddr // the same address, already in a slice
+		if d.viaConf {
+			sg.Source = d.relay
+		}
 	}
-	arch := ""
-	if c.hasArch {
-		arch = ArchName(c.arch)
-	}
-	var relayIP net.IP
-	if relay.IsValid() {
-		relayIP = relay.AsSlice()
-	}
-	s.cfg.Discovery.Record(discovery.Sighting{
-		MAC: c.mac, ProductUUID: c.uuid, Arch: arch, Relay: relayIP, At: s.cfg.Now(),
-	})
+	return sg
 }
 
 // logDecision writes the one line per packet: Info for answers, Warn when
@@ -118,6 +115,8 @@ func (s *Server) logDecision(d *decision, in Arrival) {
 		level = slog.LevelWarn
 	case d.result == resultUnknownMAC:
 		level, held = s.limits.level(slog.LevelInfo, d.mac, sourceOf(d, in), s.cfg.Now())
+	case d.result == resultUUIDMismatch:
+		level, held = s.limits.level(slog.LevelWarn, d.mac, sourceOf(d, in), s.cfg.Now())
 	case d.result == resultIgnored && d.reason == reasonUntrusted:
 		level, held = s.limits.level(slog.LevelInfo, "", sourceOf(d, in), s.cfg.Now())
 	case d.result == resultIgnored, d.result == resultGateClosed:
@@ -137,7 +136,7 @@ func (s *Server) logDecision(d *decision, in Arrival) {
 		slog.Uint64("epoch", d.epoch),
 		slog.String("arch", d.arch),
 	}
-	if d.result == resultNoBootFile {
+	if d.result == resultNoBootFile || d.result == resultUUIDMismatch {
 		attrs = append(attrs, slog.String("reason", d.reason))
 	}
 	if d.file != "" {
