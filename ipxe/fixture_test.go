@@ -36,6 +36,9 @@ const (
 	isoHex      = "2222222222222222222222222222222222222222222222222222222222222222"
 )
 
+// ramdiskQuery asks for macRamdisk's script with the UUID its entry pins.
+const ramdiskQuery = "mac=" + macRamdisk + "&uuid=" + uuidRamdisk
+
 // testGate is the boot lease gate: a two-value interface the tests flip at
 // exact points (lease.Node needs a raft cluster to do that).
 type testGate struct {

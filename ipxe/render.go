@@ -60,11 +60,11 @@ func (s *Server) render(ctx context.Context, req *sitev1.IpxeScriptRequest, base
 	e, ok := s.cfg.Entries.Lookup(n.GetMac(), now)
 	if !ok {
 		out.kind = kindUnknown
-		script := &sitev1.IpxeScript{
-			Script:   unknownScript(base, n.GetMac(), s.cfg.Retry),
-			NotAfter: timestamppb.New(now.Add(s.cfg.Retry)),
-		}
-		return out, &UnknownMachineError{MAC: n.GetMac(), Script: script}
+		return out, s.unknownMachine(base, n.GetMac(), "", now)
+	}
+	if !e.AcceptsUUID(n.GetUuid()) {
+		out.kind = kindMismatch
+		return out, s.unknownMachine(base, n.GetMac(), uuidMismatch(e.ProductUUID, n.GetUuid()), now)
 	}
 	switch {
 	case e.SanbootSHA256 != "":
@@ -78,6 +78,24 @@ func (s *Server) render(ctx context.Context, req *sitev1.IpxeScriptRequest, base
 		out.script, out.epoch, err = s.ramdisk(ctx, base, n, &e, now)
 	}
 	return out, err
+}
+
+// unknownMachine is the error, carrying the script, for a machine that is
+// answered as unknown; reason says why when it has an entry.
+func (s *Server) unknownMachine(base, mac, reason string, now time.Time) *UnknownMachineError {
+	script := &sitev1.IpxeScript{
+		Script:   unknownScript(base, mac, s.cfg.Retry),
+		NotAfter: timestamppb.New(now.Add(s.cfg.Retry)),
+	}
+	return &UnknownMachineError{MAC: mac, Reason: reason, Script: script}
+}
+
+// uuidMismatch says why a pinned entry refused a request.
+func uuidMismatch(pin, got string) string {
+	if got == "" {
+		return "the entry pins product_uuid " + pin + "; the request carried no uuid"
+	}
+	return "the entry pins product_uuid " + pin + "; the request carried " + got
 }
 
 func (s *Server) sanboot(base string, e *bootentry.Entry) (*sitev1.IpxeScript, error) {
@@ -155,15 +173,18 @@ func (s *Server) token(ctx context.Context, e *bootentry.Entry) ([]byte, error) 
 }
 
 // sign builds and signs the DiscoveryAssertion and returns it as unpadded
-// base64url of the serialized SignedDiscoveryAssertion.
+// base64url of the serialized SignedDiscoveryAssertion. It says only what
+// this appliance observed: mac is the entry's, ip the address the request
+// came from (n.ip), product_uuid the one its DHCP proxy saw (see
+// observedUUID), never one the HTTP query alone claims.
 func (s *Server) sign(n *sitev1.IpxeScriptRequest, e *bootentry.Entry, epoch uint64, now, notAfter time.Time) (string, error) {
 	a := &sitev1.DiscoveryAssertion{
 		SiteId:          s.cfg.SiteID,
 		SiteAgentNodeId: s.cfg.NodeID,
 		BootLeaseEpoch:  epoch,
-		Mac:             n.GetMac(),
+		Mac:             e.MAC,
 		Ip:              n.GetIp(),
-		ProductUuid:     n.GetUuid(),
+		ProductUuid:     s.observedUUID(e, now),
 		WorkflowId:      e.WorkflowID,
 		IssuedAt:        timestamppb.New(now),
 		NotAfter:        timestamppb.New(notAfter),
@@ -177,4 +198,22 @@ func (s *Server) sign(n *sitev1.IpxeScriptRequest, e *bootentry.Entry, epoch uin
 		return "", fmt.Errorf("ipxe: encode assertion: %w", err)
 	}
 	return base64.RawURLEncoding.EncodeToString(wire), nil
+}
+
+// observedUUID is the product_uuid an assertion for e may carry: the pin of
+// a pinned entry (the request presented it, and the DHCP proxy answered
+// only option 97 with it); else the UUID in the latest DHCP request the
+// proxy saw from the MAC within the observations' age; else none.
+func (s *Server) observedUUID(e *bootentry.Entry, now time.Time) string {
+	if e.ProductUUID != "" {
+		return e.ProductUUID
+	}
+	if s.cfg.Observed == nil {
+		return ""
+	}
+	ob, ok := s.cfg.Observed.LastSeen(e.MAC, now)
+	if !ok {
+		return ""
+	}
+	return ob.ProductUUID
 }

@@ -94,7 +94,7 @@ func TestRenderAssertionVerifies(t *testing.T) {
 
 func TestRenderNotAfterNeverPastEntry(t *testing.T) {
 	f := newFixture(t, func(c *Config) { c.AssertionTTL = 10 * time.Hour })
-	got, err := f.srv.Render(context.Background(), &sitev1.IpxeScriptRequest{Mac: macRamdisk})
+	got, err := f.srv.Render(context.Background(), &sitev1.IpxeScriptRequest{Mac: macRamdisk, Uuid: uuidRamdisk})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -146,7 +146,7 @@ func TestRenderErrors(t *testing.T) {
 		},
 		{
 			name: "fenced", prepare: func(f *fixture) { f.gate.set(0, false) },
-			req:   &sitev1.IpxeScriptRequest{Mac: macRamdisk},
+			req:   &sitev1.IpxeScriptRequest{Mac: macRamdisk, Uuid: uuidRamdisk},
 			check: wantIs(ErrFenced),
 		},
 		{
@@ -154,7 +154,7 @@ func TestRenderErrors(t *testing.T) {
 			prepare: func(f *fixture) {
 				f.secrets.before = func() { f.gate.set(0, false) }
 			},
-			req:   &sitev1.IpxeScriptRequest{Mac: macRamdisk},
+			req:   &sitev1.IpxeScriptRequest{Mac: macRamdisk, Uuid: uuidRamdisk},
 			check: wantIs(ErrFenced),
 		},
 		{
@@ -169,7 +169,7 @@ func TestRenderErrors(t *testing.T) {
 		{
 			name:    "expired entry is unknown",
 			prepare: func(f *fixture) { f.srv.cfg.Now = func() time.Time { return t0.Add(5 * time.Hour) } },
-			req:     &sitev1.IpxeScriptRequest{Mac: macRamdisk},
+			req:     &sitev1.IpxeScriptRequest{Mac: macRamdisk, Uuid: uuidRamdisk},
 			check: func(t *testing.T, err error) {
 				var u *UnknownMachineError
 				if !errors.As(err, &u) {
@@ -182,19 +182,19 @@ func TestRenderErrors(t *testing.T) {
 			mutate: func(c *Config) {
 				c.Secrets = &countingSecrets{Secrets: failingSecrets{}}
 			},
-			req:   &sitev1.IpxeScriptRequest{Mac: macRamdisk},
+			req:   &sitev1.IpxeScriptRequest{Mac: macRamdisk, Uuid: uuidRamdisk},
 			check: wantSecret("env://BC_TOKEN"),
 		},
 		{
 			name:   "no resolver configured",
 			mutate: func(c *Config) { c.Secrets = nil },
-			req:    &sitev1.IpxeScriptRequest{Mac: macRamdisk},
+			req:    &sitev1.IpxeScriptRequest{Mac: macRamdisk, Uuid: uuidRamdisk},
 			check:  wantSecret("env://BC_TOKEN"),
 		},
 		{
 			name:   "no ramdisk profile",
 			mutate: func(c *Config) { c.Ramdisk = Ramdisk{} },
-			req:    &sitev1.IpxeScriptRequest{Mac: macRamdisk},
+			req:    &sitev1.IpxeScriptRequest{Mac: macRamdisk, Uuid: uuidRamdisk},
 			check:  wantEntry("no ramdisk profile"),
 		},
 		// The site state refuses such entries; the renderer still checks
@@ -297,7 +297,7 @@ func wantEntry(substr string) func(*testing.T, error) {
 
 func TestRenderNeedsBaseURL(t *testing.T) {
 	f := newFixture(t, func(c *Config) { c.BaseURL = "" })
-	if _, err := f.srv.Render(context.Background(), &sitev1.IpxeScriptRequest{Mac: macRamdisk}); err == nil {
+	if _, err := f.srv.Render(context.Background(), &sitev1.IpxeScriptRequest{Mac: macRamdisk, Uuid: uuidRamdisk}); err == nil {
 		t.Fatal("Render without a BaseURL succeeded")
 	}
 }

@@ -38,6 +38,7 @@ type appliance struct {
 	store  *site.Store
 	signer *discovery.Signer
 	ledger *discovery.Ledger
+	seen   *discovery.Observations
 	boot   *images.Set
 	script *ipxe.Server
 	api    *admin.Server
@@ -127,6 +128,7 @@ func (a *appliance) buildDiscovery(context.Context) error {
 		return err
 	}
 	a.ledger = ledger
+	a.seen = discovery.NewObservations(discovery.ObservationsConfig{})
 	return nil
 }
 
@@ -147,7 +149,7 @@ func (a *appliance) buildBoot(context.Context) error {
 		SiteID: a.cfg.SiteID, NodeID: a.cfg.NodeID, BaseURL: a.cfg.HTTP.Advertise,
 		Ramdisk: ipxe.Ramdisk{Kernel: a.cfg.Ramdisk.Kernel, Initrd: a.cfg.Ramdisk.Initrd, Cmdline: a.cfg.Ramdisk.Cmdline},
 		Now:     time.Now, Logger: a.log, Metrics: a.reg,
-		Entries: a.state, Gate: a.node, Signer: a.signer, Discovery: a.ledger,
+		Entries: a.state, Gate: a.node, Signer: a.signer, Discovery: a.ledger, Observed: a.seen,
 		Secrets: secretref.Resolver{LookupEnv: os.LookupEnv},
 	})
 	return err
@@ -202,7 +204,7 @@ func (a *appliance) bindDHCP(ctx context.Context) error {
 	relays, _ := parseRelays(a.cfg.DHCP.Relays) // checked by Config.check
 	srv, err := dhcpproxy.New(dhcpproxy.Config{
 		Interfaces: a.cfg.DHCP.Interfaces, AdvertiseIP: adv, HTTPAdvertise: a.cfg.HTTP.Advertise, HTTPPort: port, Relays: relays,
-		Entries: a.state, Gate: a.node, Discovery: a.ledger, BootFiles: a.boot,
+		Entries: a.state, Gate: a.node, Discovery: a.ledger, Observed: a.seen, BootFiles: a.boot,
 		Logger: a.log, Registerer: a.reg, Now: time.Now,
 	})
 	if err != nil {
@@ -280,8 +282,9 @@ func (a *appliance) run(ctx context.Context) error {
 }
 
 // react keeps local parts in step with the replicated state: the cache
-// learns the wanted images and pins, and a MAC that now has a live entry is
-// no longer a discovered machine.
+// learns the wanted images and pins, and a MAC that now has a live entry
+// (one whose UUID pin, if any, the sighting matches) is no longer a
+// discovered machine.
 func (a *appliance) react(ctx context.Context) {
 	select {
 	case <-a.node.Ready():
@@ -299,7 +302,8 @@ func (a *appliance) react(ctx context.Context) {
 		}
 		now := time.Now()
 		for _, m := range a.ledger.List() {
-			if _, ok := a.state.Lookup(m.GetMac(), now); ok {
+			// A sighting the entry's UUID pin refused stays listed.
+			if e, ok := a.state.Lookup(m.GetMac(), now); ok && e.AcceptsUUID(m.GetProductUuid()) {
 				a.ledger.Forget(m.GetMac())
 			}
 		}

@@ -17,11 +17,13 @@ var (
 	_ dhcpproxy.Entries   = (*site.State)(nil)
 	_ dhcpproxy.Gate      = (*lease.Node)(nil)
 	_ dhcpproxy.Discovery = (*discovery.Ledger)(nil)
+	_ dhcpproxy.Observer  = (*discovery.Observations)(nil)
 	_ dhcpproxy.BootFiles = (*images.Set)(nil)
 
 	_ ipxe.Entries   = (*site.State)(nil)
 	_ ipxe.Gate      = (*lease.Node)(nil)
 	_ ipxe.Discovery = (*discovery.Ledger)(nil)
+	_ ipxe.Observed  = (*discovery.Observations)(nil)
 	_ ipxe.Signer    = (*discovery.Signer)(nil)
 	_ ipxe.Secrets   = secretref.Resolver{}
 )
