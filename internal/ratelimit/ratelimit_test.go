@@ -35,7 +35,7 @@ func TestKeyedBurstRefillAndSuppressedCount(t *testing.T) {
 	k := NewKeyed[string](2, time.Second, 8)
 	got := run(k, []step{
 		{"a", 0}, {"a", 0}, {"a", 0}, {"a", 0.5}, // burst of 2, then two refused
-		{"a", 1}, // one token back after a second; it says two were refused
+		{"a", 1},               // one token back after a second; it says two were refused
 		{"a", 1.1}, {"b", 1.1}, // a is empty again; b has its own bucket
 		{"a", 10}, {"a", 10}, {"a", 10}, // refills to the burst, not beyond
 		{"a", 5}, // clock steps back: nothing refilled
