@@ -42,6 +42,7 @@ type Appliance struct {
 	store  *site.Store
 	signer *discovery.Signer
 	ledger *discovery.Ledger
+	seen   *discovery.Observations
 	boot   *images.Set
 	script *ipxe.Server
 	dhcp   *dhcpproxy.Server
@@ -138,6 +139,7 @@ func (a *Appliance) buildDiscovery(context.Context) error {
 		return err
 	}
 	a.ledger = ledger
+	a.seen = discovery.NewObservations(discovery.ObservationsConfig{})
 	return nil
 }
 
@@ -158,7 +160,7 @@ func (a *Appliance) buildBoot(context.Context) error {
 		SiteID: a.cfg.SiteID, NodeID: a.cfg.NodeID, BaseURL: a.cfg.HTTP.Advertise,
 		Ramdisk: ipxe.Ramdisk{Kernel: a.cfg.Ramdisk.Kernel, Initrd: a.cfg.Ramdisk.Initrd, Cmdline: a.cfg.Ramdisk.Cmdline},
 		Now:     a.now, Logger: a.log, Metrics: a.reg,
-		Entries: a.state, Gate: a.node, Signer: a.signer, Discovery: a.ledger,
+		Entries: a.state, Gate: a.node, Signer: a.signer, Discovery: a.ledger, Observed: a.seen,
 		Secrets: secretref.Resolver{LookupEnv: os.LookupEnv},
 	})
 	return err
@@ -194,9 +196,10 @@ func (a *Appliance) bindDHCP(ctx context.Context) error {
 	if a.cfg.DHCP.AdvertiseIP != "" {
 		adv = net.ParseIP(a.cfg.DHCP.AdvertiseIP).To4()
 	}
+	relays, _ := ParseRelays(a.cfg.DHCP.Relays) // checked by Config.check
 	srv, err := dhcpproxy.New(dhcpproxy.Config{
-		Interfaces: a.cfg.DHCP.Interfaces, AdvertiseIP: adv, HTTPAdvertise: a.cfg.HTTP.Advertise, HTTPPort: port,
-		Entries: a.state, Gate: a.node, Discovery: a.ledger, BootFiles: a.boot,
+		Interfaces: a.cfg.DHCP.Interfaces, AdvertiseIP: adv, HTTPAdvertise: a.cfg.HTTP.Advertise, HTTPPort: port, Relays: relays,
+		Entries: a.state, Gate: a.node, Discovery: a.ledger, Observed: a.seen, BootFiles: a.boot,
 		Logger: a.log, Registerer: a.reg, Now: a.now,
 	})
 	if err != nil {

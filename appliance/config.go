@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"os"
 	"os/user"
 	"path/filepath"
@@ -40,6 +41,7 @@ type Config struct {
 		Enabled     string   `yaml:"enabled" doc:"proxyDHCP on UDP 67 and 4011: auto (on; off with a warning when it cannot bind, e.g. not root), true (must run), false"`
 		Interfaces  []string `yaml:"interfaces" doc:"interfaces to answer on (default: every up, non-loopback IPv4 interface)"`
 		AdvertiseIP string   `yaml:"advertise_ip" doc:"address put into siaddr/option 54 instead of the interface's"`
+		Relays      []string `yaml:"relays" doc:"IPv4 CIDRs (or addresses) of DHCP relays answered at their giaddr; without them only on-link relays sending as themselves are"`
 	} `yaml:"dhcp"`
 	TFTP struct {
 		Enabled      string `yaml:"enabled" doc:"TFTP: auto (on; off with a warning when it cannot bind), true (must run), false"`
@@ -191,6 +193,9 @@ func (c *Config) check() error {
 			bad("dhcp.advertise_ip", "%q is not an IPv4 address", c.DHCP.AdvertiseIP)
 		}
 	}
+	if _, err := ParseRelays(c.DHCP.Relays); err != nil {
+		bad("dhcp.relays", "%v", err)
+	}
 	if c.TFTP.MaxBlockSize != 0 && (c.TFTP.MaxBlockSize < 512 || c.TFTP.MaxBlockSize > 65464) {
 		bad("tftp.max_block_size", "%d: want 512..65464", c.TFTP.MaxBlockSize)
 	}
@@ -264,4 +269,24 @@ func parseSize(s string) (int64, error) {
 		return 0, nil
 	}
 	return imagecache.ParseSize(s)
+}
+
+// ParseRelays reads dhcp.relays: IPv4 prefixes, a bare address meaning /32.
+func ParseRelays(list []string) ([]netip.Prefix, error) {
+	out := make([]netip.Prefix, 0, len(list))
+	for _, s := range list {
+		p, err := netip.ParsePrefix(s)
+		if err != nil {
+			a, aerr := netip.ParseAddr(s)
+			if aerr != nil {
+				return nil, fmt.Errorf("%q is not an IPv4 CIDR or address", s)
+			}
+			p = netip.PrefixFrom(a, a.BitLen())
+		}
+		if !p.Addr().Is4() {
+			return nil, fmt.Errorf("%q is not IPv4", s)
+		}
+		out = append(out, p.Masked())
+	}
+	return out, nil
 }

@@ -37,12 +37,14 @@ func (a *Appliance) syncAt() error {
 }
 
 // syncOnce hands the replicated wanted images and pins to the cache and
-// drops discovered machines that now have a live entry.
+// drops discovered machines that now have a live entry (one whose UUID pin,
+// if any, the sighting matches).
 func (a *Appliance) syncOnce() error {
 	err := a.syncImages()
 	now := a.now()
 	for _, m := range a.ledger.List() {
-		if _, ok := a.state.Lookup(m.GetMac(), now); ok {
+		// A sighting the entry's UUID pin refused stays listed.
+		if e, ok := a.state.Lookup(m.GetMac(), now); ok && e.AcceptsUUID(m.GetProductUuid()) {
 			a.ledger.Forget(m.GetMac())
 		}
 	}

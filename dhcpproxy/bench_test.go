@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/insomniacslk/dhcp/dhcpv4"
+	"github.com/siteboot/siteboot/discovery"
 	sitev1 "github.com/siteboot/siteboot/gen/bettercompute/site/v1"
 	statev1 "github.com/siteboot/siteboot/gen/siteboot/state/v1"
 	"github.com/siteboot/siteboot/site"
@@ -38,10 +39,14 @@ func benchMAC(i int) string {
 }
 
 // BenchmarkHandle is the per-packet decision cost with 10,000 entries: a
-// known machine's DISCOVER (decode, lookup, encode) and an unknown one's.
+// known machine's DISCOVER (decode, lookup, observation, encode) and an
+// unknown one's.
 func BenchmarkHandle(b *testing.B) {
 	st := bigState(b, 10_000)
-	f := newFixture(b, func(c *Config) { c.Entries = st; c.Discovery = &checkingSink{} })
+	f := newFixture(b, func(c *Config) {
+		c.Entries, c.Discovery = st, &checkingSink{}
+		c.Observed = discovery.NewObservations(discovery.ObservationsConfig{})
+	})
 	for _, tc := range []struct {
 		name string
 		mac  string

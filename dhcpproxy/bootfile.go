@@ -4,11 +4,12 @@ import (
 	"fmt"
 	"net"
 	"strconv"
-	"strings"
+
+	"github.com/siteboot/siteboot/bootentry"
 )
 
 // maxFileLen is what the BOOTP file field holds with its terminating NUL.
-const maxFileLen = 127
+const maxFileLen = bootentry.MaxBootFileLen
 
 // httpBase is the base URL of siteboot's HTTP server as this client should
 // reach it.
@@ -29,13 +30,19 @@ func (s *Server) httpBase(serverIP net.IP) string {
 //     it is a URL, else <base>/boot/<entry boot_file or the arch default>;
 //   - a raw PXE client gets a TFTP name: the entry's boot_file unless it is
 //     a URL, else the arch default.
+//
+// Whatever goes into the reply passes the entry rules of package bootentry
+// (the ones the admin API checked when the entry was stored).
 func (s *Server) bootFile(c *client, entryFile string, serverIP net.IP) (string, error) {
 	if c.ipxe {
 		return checkLen(s.httpBase(serverIP) + "/boot.ipxe")
 	}
-	isURL := strings.HasPrefix(entryFile, "http://") || strings.HasPrefix(entryFile, "https://")
+	isURL := bootentry.IsURL(entryFile)
 	if c.class == classHTTP && isURL {
-		return checkLen(entryFile)
+		if err := bootentry.CheckBootFile(entryFile); err != nil {
+			return "", err
+		}
+		return entryFile, nil
 	}
 	name := entryFile
 	if name == "" || isURL {
@@ -45,7 +52,7 @@ func (s *Server) bootFile(c *client, entryFile string, serverIP net.IP) (string,
 			return "", fmt.Errorf("no boot file for arch %s", base)
 		}
 	}
-	if err := checkFileName(name); err != nil {
+	if err := bootentry.CheckFileName(name); err != nil {
 		return "", err
 	}
 	if c.class == classHTTP {
@@ -59,24 +66,4 @@ func checkLen(f string) (string, error) {
 		return "", fmt.Errorf("boot file %q is longer than the %d bytes of the file field", f, maxFileLen)
 	}
 	return f, nil
-}
-
-// checkFileName accepts a plain relative path of letters, digits and
-// ". _ - /" without empty, "." or ".." segments: safe in a URL path and in
-// a TFTP request.
-func checkFileName(name string) error {
-	for i := 0; i < len(name); i++ {
-		c := name[i]
-		ok := c == '.' || c == '_' || c == '-' || c == '/' ||
-			(c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9')
-		if !ok {
-			return fmt.Errorf("boot file %q has a character outside [A-Za-z0-9._/-]", name)
-		}
-	}
-	for part := range strings.SplitSeq(name, "/") {
-		if part == "" || part == "." || part == ".." {
-			return fmt.Errorf("boot file %q is not a plain relative path", name)
-		}
-	}
-	return nil
 }

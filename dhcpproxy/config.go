@@ -5,19 +5,22 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/netip"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/siteboot/siteboot/bootentry"
 	"github.com/siteboot/siteboot/discovery"
-	statev1 "github.com/siteboot/siteboot/gen/siteboot/state/v1"
 )
 
-// Entries finds the live boot entry of a MAC (lowercase colon form).
-// site.State satisfies it.
+// Entries finds the live boot entry of a MAC (lowercase colon form). It is
+// called for every packet, so it should not allocate (site.State's
+// doesn't).
 type Entries interface {
-	Lookup(mac string, now time.Time) (*statev1.StoredEntry, bool)
+	Lookup(mac string, now time.Time) (bootentry.Entry, bool)
 }
 
 // Gate reports whether this appliance holds the boot lease, and under which
@@ -26,10 +29,19 @@ type Gate interface {
 	Gate() (epoch uint64, open bool)
 }
 
-// Discovery receives the PXE and HTTP-boot clients that have no live entry.
-// Record is called on the packet path: it must not block.
+// Discovery receives the PXE and HTTP-boot clients that have no live entry
+// (or whose request an entry's UUID pin refused). Record is called on the
+// packet path: it must not block.
 type Discovery interface {
 	Record(discovery.Sighting)
+}
+
+// Observer receives what requests of machines with a live entry said
+// (option 97's UUID above all), for the script renderer to put into
+// assertions instead of what an HTTP query claims. Observe is called on the
+// packet path: it must not block, and should not allocate.
+type Observer interface {
+	Observe(discovery.Sighting)
 }
 
 // BootFiles names the first-stage boot file for a base arch ("bios",
@@ -56,11 +68,18 @@ type Config struct {
 	// HTTPPort is the port of http.listen, used when HTTPAdvertise is
 	// empty; 80 if zero.
 	HTTPPort int
-	// Entries, Gate, Discovery and BootFiles are the collaborators; a nil
-	// Discovery records nothing.
+	// Relays are the DHCP relay addresses answered besides plausible
+	// on-link relays (dhcp.relays): a relayed request is answered at its
+	// giaddr only when giaddr lies in one of these IPv4 prefixes, or when
+	// the relay is on the arrival subnet and sent the request itself,
+	// unicast to this server. Empty trusts no relay beyond the link.
+	Relays []netip.Prefix
+	// Entries, Gate, Discovery, Observed and BootFiles are the
+	// collaborators; a nil Discovery or Observed records nothing.
 	Entries   Entries
 	Gate      Gate
 	Discovery Discovery
+	Observed  Observer
 	BootFiles BootFiles
 	// Logger receives one line per decision; nil discards.
 	Logger *slog.Logger
@@ -81,6 +100,13 @@ func (cfg *Config) check() error {
 			return fmt.Errorf("dhcpproxy: advertise ip %v is not a unicast IPv4 address", cfg.AdvertiseIP)
 		}
 		cfg.AdvertiseIP = ip4
+	}
+	cfg.Relays = slices.Clone(cfg.Relays)
+	for i, p := range cfg.Relays {
+		if !p.IsValid() || !p.Addr().Is4() {
+			return fmt.Errorf("dhcpproxy: relay prefix %v is not an IPv4 prefix", p)
+		}
+		cfg.Relays[i] = p.Masked()
 	}
 	if cfg.HTTPPort == 0 {
 		cfg.HTTPPort = 80
@@ -104,9 +130,9 @@ func (cfg *Config) check() error {
 	return nil
 }
 
-// maxBaseLen leaves room for "/boot/<name>" in the 127 usable bytes of the
-// BOOTP file field.
-const maxBaseLen = 80
+// maxBaseLen leaves room for "/boot/<name>", with a name as long as an
+// entry may hold, in the 127 usable bytes of the BOOTP file field.
+const maxBaseLen = bootentry.MaxBootFileLen - len("/boot/") - bootentry.MaxBootFileNameLen
 
 // checkHTTPBase accepts an absolute http(s) URL whose host is an IPv4
 // literal, without credentials, query or fragment, and returns it without a

@@ -2,6 +2,7 @@ package dhcpproxy
 
 import (
 	"net"
+	"net/netip"
 
 	"github.com/insomniacslk/dhcp/dhcpv4"
 )
@@ -14,7 +15,9 @@ type decision struct {
 	reason  string // why it was ignored or has no boot file
 	mac     string
 	xid     dhcpv4.TransactionID
-	giaddr  net.IP
+	giaddr  net.IP     // as the request says; not necessarily trusted
+	relay   netip.Addr // the relay accepted for this request; zero if none
+	viaConf bool       // relay is one of Config.Relays
 	arch    string
 	epoch   uint64
 	file    string
@@ -82,18 +85,36 @@ func (s *Server) decideClient(req *dhcpv4.DHCPv4, c *client, rt dhcpv4.MessageTy
 	switch {
 	case serverIP == nil:
 		return d.ignore("no-server-ip")
-	case in.Port == PXEPort && !validSource(in.Source):
-		return d.ignore("bad-source")
-	case in.Port != PXEPort && d.giaddr != nil && !usableUnicast(d.giaddr):
-		return d.ignore("bad-giaddr")
+	case in.Port == PXEPort && !validSource(in):
+		return d.ignore(reasonBadSourceAddr)
 	case rt == dhcpv4.MessageTypeAck && in.Port != PXEPort && s.namesOtherServer(req, serverIP, in):
 		return d.ignore("other-server")
 	}
-	se, ok := s.cfg.Entries.Lookup(c.mac, s.cfg.Now())
-	if !ok {
-		s.record(c, d.giaddr)
+	if in.Port != PXEPort && d.giaddr != nil {
+		v := s.checkRelay(req, addrOf(d.giaddr), in)
+		if v.reason != "" {
+			return d.ignore(v.reason)
+		}
+		if ri, ok := req.Options[dhcpv4.OptionRelayAgentInformation.Code()]; ok && !checkRelayInfo(ri) {
+			return d.ignore(reasonBadRelayInfo)
+		}
+		d.relay, d.viaConf = v.relay, v.configured
+	}
+	e, ok := s.cfg.Entries.Lookup(c.mac, s.cfg.Now())
+	if !ok || !e.AcceptsUUID(c.uuid) {
+		// A request the entry's UUID pin refuses is a machine the site does
+		// not know: silent, and recorded like one.
+		if s.cfg.Discovery != nil {
+			s.cfg.Discovery.Record(s.sighting(c, &d, in))
+		}
 		d.result = resultUnknownMAC
+		if ok {
+			d.result, d.reason = resultUUIDMismatch, uuidMismatch(e.ProductUUID, c.uuid)
+		}
 		return d
+	}
+	if s.cfg.Observed != nil {
+		s.cfg.Observed.Observe(s.sighting(c, &d, in))
 	}
 	_, httpArch, known := lookupArch(c.arch)
 	if !c.hasArch || !known {
@@ -102,7 +123,7 @@ func (s *Server) decideClient(req *dhcpv4.DHCPv4, c *client, rt dhcpv4.MessageTy
 	if httpArch {
 		c.class = classHTTP
 	}
-	file, err := s.bootFile(c, se.GetEntry().GetBootFile(), serverIP)
+	file, err := s.bootFile(c, e.BootFile, serverIP)
 	if err != nil {
 		d.result, d.reason = resultNoBootFile, err.Error()
 		return d
@@ -113,19 +134,27 @@ func (s *Server) decideClient(req *dhcpv4.DHCPv4, c *client, rt dhcpv4.MessageTy
 
 // gatedReply encodes the reply, then checks the lease gate last.
 func (s *Server) gatedReply(req *dhcpv4.DHCPv4, c *client, rt dhcpv4.MessageType, serverIP net.IP, in Arrival, d decision) decision {
-	reply := buildReply(req, c, rt, serverIP, d.file)
+	reply := buildReply(req, c, rt, serverIP, d.file, d.relay.IsValid())
 	epoch, open := s.cfg.Gate.Gate()
 	d.epoch = epoch
 	if !open {
 		d.result = resultGateClosed
 		return d
 	}
-	d.reply, d.to = reply, destination(req, in)
+	d.reply, d.to = reply, destination(req, in, d.relay)
 	d.result = resultOffer
 	if rt == dhcpv4.MessageTypeAck {
 		d.result = resultAck
 	}
 	return d
+}
+
+// uuidMismatch says why a pinned entry refused a request.
+func uuidMismatch(pin, got string) string {
+	if got == "" {
+		return "the entry pins product_uuid " + pin + "; the request carried none (option 97)"
+	}
+	return "the entry pins product_uuid " + pin + "; the request carried " + got
 }
 
 // namesOtherServer reports whether a REQUEST carries a server identifier

@@ -14,6 +14,6 @@
 // 94 and 97) with the IANA processor-architecture registry, the user class
 // of RFC 3004 (option 77), relay agent information of RFC 3046 (option 82),
 // and UEFI HTTP boot (option 60 "HTTPClient", UEFI specification 2.x,
-// "HTTP Boot"). Field rules are in shared/PXE-NOTES.md; the entries it
-// answers for are bettercompute.site.v1.ProxyDhcpEntry.
+// "HTTP Boot"). The entries it answers for are
+// bettercompute.site.v1.ProxyDhcpEntry, read through package bootentry.
 package dhcpproxy

@@ -155,8 +155,8 @@ func testBroadcast(t *testing.T, cl *labClients, f *fixture) {
 	if diff := cmp.Diff(want, got, cmp.AllowUnexported(received{}), cmp.FilterPath(isPayload, cmp.Ignore())); diff != "" {
 		t.Errorf("replies (-want +got):\n%s", diff)
 	}
-	wantS := []discovery.Sighting{{MAC: macUnknown, Arch: "x86_64-efi", At: testNow}}
-	if diff := cmp.Diff(wantS, f.rec.sightings()); diff != "" {
+	wantS := []discovery.Sighting{{MAC: macUnknown, Arch: "x86_64-efi", Iface: "s1", At: testNow}}
+	if diff := cmp.Diff(wantS, f.rec.sightings(), equateAddrs); diff != "" {
 		t.Errorf("sightings (-want +got):\n%s", diff)
 	}
 }

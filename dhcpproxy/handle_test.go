@@ -2,6 +2,7 @@ package dhcpproxy
 
 import (
 	"net"
+	"net/netip"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -73,7 +74,7 @@ func runHandleCases(t *testing.T, cases []handleCase, mod func(*Config)) {
 					t.Errorf("Handle = %v, %v; decide said %v", ok, to, d.to)
 				}
 			}
-			if diff := cmp.Diff(tc.want, got); diff != "" {
+			if diff := cmp.Diff(tc.want, got, equateAddrs); diff != "" {
 				t.Errorf("outcome (-want +got):\n%s", diff)
 			}
 		})
@@ -194,6 +195,7 @@ func TestHandleReplyRules(t *testing.T) {
 		{name: "client with an address asking unicast gets ciaddr:68",
 			pkt: pxeReq(t, macPlain, dhcpv4.MessageTypeRequest, 7,
 				dhcpv4.WithClientIP(net.IPv4(10, 0, 0, 77)), dhcpv4.WithBroadcast(false)),
+			in: unicast67("10.0.0.77", ClientPort),
 			want: outcome{Decision: "ack", Reply: offer("ipxe.efi", asACK, func(s *summary) {
 				s.Flags, s.CIAddr, s.To = 0, "10.0.0.77", "10.0.0.77:68"
 			})}},
@@ -253,7 +255,11 @@ func TestHandleOption97(t *testing.T) {
 
 func TestHandleDiscovery(t *testing.T) {
 	sighting := func(mac, uuid, arch string, relay net.IP) []discovery.Sighting {
-		return []discovery.Sighting{{MAC: mac, ProductUUID: uuid, Arch: arch, Relay: relay, At: testNow}}
+		s := discovery.Sighting{MAC: mac, ProductUUID: uuid, Arch: arch, Relay: relay, Iface: "eth0", At: testNow}
+		if relay != nil { // the fixture's relays are configured ones
+			s.Source = netip.AddrFrom4([4]byte(relay.To4()))
+		}
+		return []discovery.Sighting{s}
 	}
 	runHandleCases(t, []handleCase{
 		{name: "unknown MAC: no reply, sighting with uuid, arch and relay",

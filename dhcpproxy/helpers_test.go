@@ -2,19 +2,20 @@ package dhcpproxy
 
 import (
 	"encoding/hex"
-	"github.com/siteboot/siteboot/lease"
-	"go.uber.org/goleak"
 	"net"
+	"net/netip"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp/cmpopts"
 	"github.com/insomniacslk/dhcp/dhcpv4"
 	"github.com/siteboot/siteboot/discovery"
 	sitev1 "github.com/siteboot/siteboot/gen/bettercompute/site/v1"
 	statev1 "github.com/siteboot/siteboot/gen/siteboot/state/v1"
 	"github.com/siteboot/siteboot/site"
+	"go.uber.org/goleak"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 )
@@ -110,6 +111,7 @@ func newFixture(t testing.TB, mod func(*Config)) *fixture {
 	f := &fixture{gate: &testGate{epoch: 7}, rec: &recorder{}}
 	cfg := Config{
 		HTTPPort:  8080,
+		Relays:    []netip.Prefix{testRelays},
 		Entries:   newTestState(t),
 		Gate:      f.gate,
 		Discovery: f.rec,
@@ -127,13 +129,27 @@ func newFixture(t testing.TB, mod func(*Config)) *fixture {
 	return f
 }
 
+// The server is 10.0.0.2 on eth0, subnet 10.0.0.0/24; relays in
+// 10.1.0.0/24 are configured (dhcp.relays).
 var (
-	srvIP    = net.IPv4(10, 0, 0, 2).To4()
-	arrive67 = Arrival{Iface: "eth0", ServerIP: srvIP, Port: ServerPort,
-		Source: &net.UDPAddr{IP: net.IPv4zero, Port: ClientPort}}
-	arrive4011 = Arrival{Iface: "eth0", ServerIP: srvIP, Port: PXEPort,
-		Source: &net.UDPAddr{IP: net.IPv4(10, 0, 0, 50), Port: 1025}}
+	srvIP      = net.IPv4(10, 0, 0, 2).To4()
+	srvNet     = netip.MustParsePrefix("10.0.0.2/24")
+	testRelays = netip.MustParsePrefix("10.1.0.0/24")
+	// arrive67 is a client's broadcast on UDP 67.
+	arrive67 = Arrival{Iface: "eth0", ServerIP: srvIP, Port: ServerPort, Net: srvNet,
+		Source: &net.UDPAddr{IP: net.IPv4zero, Port: ClientPort}, Dst: netip.MustParseAddr("255.255.255.255")}
+	// arrive4011 is a client's unicast to UDP 4011.
+	arrive4011 = Arrival{Iface: "eth0", ServerIP: srvIP, Port: PXEPort, Net: srvNet,
+		Source: &net.UDPAddr{IP: net.IPv4(10, 0, 0, 50), Port: 1025}, Dst: netip.MustParseAddr("10.0.0.2")}
 )
+
+// unicast67 is a packet sent to 10.0.0.2:67 from src:port.
+func unicast67(src string, port int) Arrival {
+	in := arrive67
+	in.Source = &net.UDPAddr{IP: net.ParseIP(src).To4(), Port: port}
+	in.Dst = netip.MustParseAddr("10.0.0.2")
+	return in
+}
 
 var testXID = dhcpv4.TransactionID{0xde, 0xad, 0xbe, 0xef}
 
@@ -229,15 +245,10 @@ func optHex(r *dhcpv4.DHCPv4, code dhcpv4.OptionCode) string {
 	return "hex:" + hex.EncodeToString(r.Options.Get(code))
 }
 
+// equateAddrs compares netip.Addr values (in sightings) by value.
+var equateAddrs = cmpopts.EquateComparable(netip.Addr{})
+
 // TestMain fails the package's tests when one of them leaks a goroutine.
 func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }
-
-// The collaborators the appliance wires in satisfy the consumer interfaces
-// without adapters.
-var (
-	_ Entries   = (*site.State)(nil)
-	_ Gate      = (*lease.Node)(nil)
-	_ Discovery = (*discovery.Ledger)(nil)
-)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"strconv"
 	"syscall"
 
@@ -22,6 +23,9 @@ type Conn struct {
 	// IP is the interface's IPv4 address (nil when it has none and
 	// Config.AdvertiseIP stands in).
 	IP net.IP
+	// Net is the subnet of IP (the address with its prefix length); the
+	// zero Prefix when unknown. See Arrival.Net.
+	Net netip.Prefix
 	// Port is the service: ServerPort or PXEPort.
 	Port int
 }
@@ -45,7 +49,7 @@ func (s *Server) Listen(ctx context.Context) ([]*Conn, error) {
 				closeAll(conns)
 				return nil, err
 			}
-			conns = append(conns, &Conn{PacketConn: pc, Iface: ifc.name, IP: ifc.ip, Port: port})
+			conns = append(conns, &Conn{PacketConn: pc, Iface: ifc.name, IP: ifc.ip, Net: ifc.net, Port: port})
 		}
 	}
 	return conns, nil
@@ -54,6 +58,7 @@ func (s *Server) Listen(ctx context.Context) ([]*Conn, error) {
 type ifaceAddr struct {
 	name string
 	ip   net.IP
+	net  netip.Prefix
 }
 
 // interfaces resolves the configured interfaces and their first IPv4
@@ -68,11 +73,11 @@ func (s *Server) interfaces() ([]ifaceAddr, error) {
 		if err != nil {
 			return nil, fmt.Errorf("dhcpproxy: interface %q: %w", name, err)
 		}
-		ip := firstIPv4(ifc)
+		ip, subnet := firstIPv4(ifc)
 		if ip == nil && s.cfg.AdvertiseIP == nil {
 			return nil, fmt.Errorf("dhcpproxy: interface %q has no IPv4 address (set dhcp.advertise_ip to use it anyway)", name)
 		}
-		out = append(out, ifaceAddr{name: name, ip: ip})
+		out = append(out, ifaceAddr{name: name, ip: ip, net: subnet})
 	}
 	return out, nil
 }
@@ -92,8 +97,8 @@ func allInterfaces() ([]ifaceAddr, error) {
 		if ifc.Flags&net.FlagUp == 0 || ifc.Flags&net.FlagLoopback != 0 {
 			continue
 		}
-		if ip := firstIPv4(ifc); ip != nil {
-			out = append(out, ifaceAddr{name: ifc.Name, ip: ip})
+		if ip, subnet := firstIPv4(ifc); ip != nil {
+			out = append(out, ifaceAddr{name: ifc.Name, ip: ip, net: subnet})
 		}
 	}
 	if len(out) == 0 {
@@ -102,19 +107,30 @@ func allInterfaces() ([]ifaceAddr, error) {
 	return out, nil
 }
 
-func firstIPv4(ifc *net.Interface) net.IP {
+// firstIPv4 returns the interface's first non-loopback IPv4 address and
+// its subnet.
+func firstIPv4(ifc *net.Interface) (net.IP, netip.Prefix) {
 	addrs, err := ifc.Addrs()
 	if err != nil {
-		return nil
+		return nil, netip.Prefix{}
 	}
 	for _, a := range addrs {
-		if n, ok := a.(*net.IPNet); ok {
-			if ip := n.IP.To4(); ip != nil && !ip.IsLoopback() {
-				return ip
+		n, ok := a.(*net.IPNet)
+		if !ok {
+			continue
+		}
+		if ip := n.IP.To4(); ip != nil && !ip.IsLoopback() {
+			ones, bits := n.Mask.Size()
+			if bits == 128 && ones >= 96 { // an IPv4 mask in 16-byte form
+				ones, bits = ones-96, 32
 			}
+			if bits != 32 {
+				return ip, netip.Prefix{}
+			}
+			return ip, netip.PrefixFrom(netip.AddrFrom4([4]byte(ip)), ones)
 		}
 	}
-	return nil
+	return nil, netip.Prefix{}
 }
 
 // listenDevice binds 0.0.0.0:port on one device.
@@ -134,6 +150,9 @@ func listenDevice(ctx context.Context, iface string, port int) (net.PacketConn, 
 }
 
 func setSockopts(fd int, iface string) error {
+	if err := unix.SetsockoptInt(fd, unix.IPPROTO_IP, unix.IP_PKTINFO, 1); err != nil {
+		return fmt.Errorf("IP_PKTINFO: %w", err)
+	}
 	if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_REUSEADDR, 1); err != nil {
 		return fmt.Errorf("SO_REUSEADDR: %w", err)
 	}

@@ -17,7 +17,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	m := &metrics{
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "siteboot", Subsystem: "dhcp", Name: "requests_total",
-			Help: "DHCP packets handled, by message type and decision (offer, ack, unknown-mac, gate-closed, no-bootfile, ignored).",
+			Help: "DHCP packets handled, by message type and decision (offer, ack, unknown-mac, uuid-mismatch, gate-closed, no-bootfile, ignored).",
 		}, []string{"type", "result"}),
 		latency: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Namespace: "siteboot", Subsystem: "dhcp", Name: "reply_seconds",

@@ -88,7 +88,29 @@ func newNetnsLab(t *testing.T) *netnsLab {
 			t.Fatal(err)
 		}
 	}
+	// A veth forwards nothing until both ends report carrier; a broadcast
+	// sent before that is lost.
+	for _, l := range [][2]string{{lab.srv, "s1"}, {lab.srv, "s2"}, {lab.c1, "eth0"}, {lab.c2, "eth0"}} {
+		if err := waitCarrier(l[0], l[1]); err != nil {
+			t.Fatal(err)
+		}
+	}
 	return lab
+}
+
+// waitCarrier waits up to 5 s for dev in namespace ns to have carrier.
+func waitCarrier(ns, dev string) error {
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		out, err := exec.Command("ip", "-n", ns, "-o", "link", "show", "dev", dev).CombinedOutput()
+		if err == nil && strings.Contains(string(out), "LOWER_UP") {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s in %s has no carrier after 5 s: %s", dev, ns, out)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
 
 // inNetns runs fn on an OS thread switched into the named namespace.

@@ -3,6 +3,7 @@ package dhcpproxy
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"strings"
 	"testing"
@@ -125,21 +126,68 @@ func value(m *dto.Metric) float64 {
 	return m.GetCounter().GetValue()
 }
 
-func TestLogLimiter(t *testing.T) {
-	l := newLogLimiter(time.Minute, 2)
+func TestLogLimits(t *testing.T) {
+	l := newLogLimits()
+	src := logSource{iface: "eth0"}
 	at := func(s int) time.Time { return testNow.Add(time.Duration(s) * time.Second) }
-	steps := []struct {
-		key string
-		sec int
-	}{{"a", 0}, {"a", 30}, {"a", 60}, {"b", 61}, {"c", 62}, {"a", 63}, {"a", -10}}
-	var got []bool
-	for _, s := range steps {
-		got = append(got, l.allow(s.key, at(s.sec)))
+	type line struct {
+		Level slog.Level
+		Held  uint64
 	}
-	// "c" fills the limiter (max 2), which starts over; a clock that steps
-	// back lets a line through rather than silencing the key.
-	want := []bool{true, false, true, true, true, true, true}
+	var got []line
+	log := func(mac string, sec int) {
+		lv, held := l.level(slog.LevelInfo, mac, src, at(sec))
+		got = append(got, line{lv, held})
+	}
+	log("52:54:00:00:10:00", 0)
+	log("52:54:00:00:10:00", 30) // the same MAC within a minute: Debug, not counted as held back
+	log("52:54:00:00:10:00", 60) // a minute later: Info again
+	for i := 1; i <= 20; i++ {   // 20 new MACs from one source: the rest of the burst, then held back
+		log(fmt.Sprintf("52:54:00:00:10:%02x", i), 60)
+	}
+	log("52:54:00:00:10:99", 66) // one refilled: it says how many were held back
+	want := []line{{slog.LevelInfo, 0}, {slog.LevelDebug, 0}, {slog.LevelInfo, 0}}
+	for i := 1; i <= 20; i++ {
+		lv := slog.LevelInfo
+		if i > sourceLogBurst-1 { // one token of the refilled burst went to the line at 60 s
+
+			lv = slog.LevelDebug
+		}
+		want = append(want, line{lv, 0})
+	}
+	want = append(want, line{slog.LevelInfo, 20 - (sourceLogBurst - 1)})
 	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("allow (-want +got):\n%s", diff)
+		t.Errorf("levels (-want +got):\n%s", diff)
+	}
+}
+
+// TestUnknownFloodLogLines: a flood of made-up MACs from one source writes
+// a bounded number of Info lines, and the next line it may write says how
+// many were held back.
+func TestUnknownFloodLogLines(t *testing.T) {
+	var buf bytes.Buffer
+	now := testNow
+	f := newFixture(t, func(c *Config) {
+		c.Logger = slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelInfo}))
+		c.Now = func() time.Time { return now }
+	})
+	for i := range 200 {
+		f.srv.Handle(pxeReq(t, fmt.Sprintf("02:00:00:00:%02x:%02x", i/256, i%256), dhcpv4.MessageTypeDiscover, 7), arrive67)
+	}
+	if n := strings.Count(buf.String(), "\n"); n > sourceLogBurst {
+		t.Fatalf("200 unknown MACs from one source wrote %d log lines, want at most %d", n, sourceLogBurst)
+	}
+	buf.Reset()
+	now = now.Add(sourceLogEvery)
+	f.srv.Handle(pxeReq(t, "02:00:00:00:ff:ff", dhcpv4.MessageTypeDiscover, 7), arrive67)
+	var line struct {
+		Decision   string
+		Suppressed int
+	}
+	if err := json.Unmarshal(buf.Bytes(), &line); err != nil {
+		t.Fatalf("log line %q: %v", buf.String(), err)
+	}
+	if line.Decision != "unknown-mac" || line.Suppressed != 200-sourceLogBurst {
+		t.Errorf("next line = %+v; want unknown-mac with suppressed=%d", line, 200-sourceLogBurst)
 	}
 }

@@ -2,6 +2,7 @@ package dhcpproxy
 
 import (
 	"net"
+	"net/netip"
 
 	"github.com/insomniacslk/dhcp/dhcpv4"
 )
@@ -18,8 +19,9 @@ const (
 // server discovery", then the encapsulated End.
 func pxeDiscoveryControl() []byte { return []byte{6, 1, 0x08, 255} }
 
-// buildReply encodes the OFFER or ACK for req.
-func buildReply(req *dhcpv4.DHCPv4, c *client, mt dhcpv4.MessageType, serverIP net.IP, file string) []byte {
+// buildReply encodes the OFFER or ACK for req. Option 82 is echoed only to
+// a relay the request was accepted from (relayed), as RFC 3046 §2.2 asks.
+func buildReply(req *dhcpv4.DHCPv4, c *client, mt dhcpv4.MessageType, serverIP net.IP, file string, relayed bool) []byte {
 	r := &dhcpv4.DHCPv4{
 		OpCode:         dhcpv4.OpcodeBootReply,
 		HWType:         req.HWType,
@@ -48,42 +50,40 @@ func buildReply(req *dhcpv4.DHCPv4, c *client, mt dhcpv4.MessageType, serverIP n
 	if c.echoUUID {
 		o[dhcpv4.OptionClientMachineIdentifier.Code()] = c.uuidOpt
 	}
-	if ri, ok := req.Options[dhcpv4.OptionRelayAgentInformation.Code()]; ok && relayIP(req) != nil {
+	if ri, ok := req.Options[dhcpv4.OptionRelayAgentInformation.Code()]; ok && relayed {
 		o[dhcpv4.OptionRelayAgentInformation.Code()] = ri
 	}
 	return r.ToBytes()
 }
 
-// destination says where a reply goes (PXE-NOTES rule 4): a 4011 request is
-// answered to its source; a relayed request to giaddr:67; a client that
-// already has an address and asked for unicast to ciaddr:68; anything else
-// is broadcast to 255.255.255.255:68 out of the arrival interface.
-func destination(req *dhcpv4.DHCPv4, in Arrival) *net.UDPAddr {
+// destination says where a reply goes (the PXE field rules): a 4011
+// request is answered to its source; a request accepted from a relay to
+// relay:67; a client that already has an address on the arrival subnet,
+// sent from it and asked for unicast, to ciaddr:68; anything else is
+// broadcast to 255.255.255.255:68 out of the arrival interface, which stays
+// on the link. A client cannot name another destination.
+func destination(req *dhcpv4.DHCPv4, in Arrival, relay netip.Addr) *net.UDPAddr {
 	if in.Port == PXEPort {
 		return in.Source
 	}
-	if g := relayIP(req); g != nil {
-		return &net.UDPAddr{IP: g, Port: ServerPort}
+	if relay.IsValid() {
+		return &net.UDPAddr{IP: relay.AsSlice(), Port: ServerPort}
 	}
-	if ci := req.ClientIPAddr; usableUnicast(ci) && !req.IsBroadcast() {
-		return &net.UDPAddr{IP: ci.To4(), Port: ClientPort}
+	ci := addrOf(req.ClientIPAddr)
+	if !req.IsBroadcast() && ci.IsValid() && in.Net.IsValid() && in.Net.Contains(ci) && hostAddr(ci, in.Net) && sourceAddr(in) == ci {
+		return &net.UDPAddr{IP: ci.AsSlice(), Port: ClientPort}
 	}
 	return &net.UDPAddr{IP: net.IPv4bcast, Port: ClientPort}
 }
 
-// validSource reports whether a 4011 request's source can be answered.
-func validSource(a *net.UDPAddr) bool {
+// validSource reports whether a 4011 request's source can be answered: a
+// port, and a host address (see hostAddr; loopback is allowed, as the
+// kernel delivers it only from this host).
+func validSource(in Arrival) bool {
+	a := in.Source
 	if a == nil || a.Port == 0 {
 		return false
 	}
-	ip4 := a.IP.To4()
-	return ip4 != nil && !ip4.IsUnspecified() && !ip4.IsMulticast() && !ip4.Equal(net.IPv4bcast)
-}
-
-// usableUnicast reports whether ip is an IPv4 address a reply may be sent
-// to: not unspecified, loopback, multicast or broadcast.
-func usableUnicast(ip net.IP) bool {
-	ip4 := ip.To4()
-	return ip4 != nil && !ip4.IsUnspecified() && !ip4.IsLoopback() &&
-		!ip4.IsMulticast() && !ip4.Equal(net.IPv4bcast)
+	ip := addrOf(a.IP)
+	return ip.IsLoopback() || hostAddr(ip, in.Net)
 }

@@ -35,18 +35,16 @@ func (s *Server) Serve(ctx context.Context, conns ...*Conn) error {
 // serveConn reads, decides and writes, one packet at a time; no lock is
 // held across the socket calls.
 func (s *Server) serveConn(c *Conn) error {
-	buf := make([]byte, maxPacket)
+	r := newPacketReader(c)
 	for {
-		n, src, err := c.PacketConn.ReadFrom(buf)
+		pkt, in, err := r.read()
 		if errors.Is(err, net.ErrClosed) {
 			return nil
 		}
 		if err != nil {
 			return fmt.Errorf("dhcpproxy: read on %s port %d: %w", c.Iface, c.Port, err)
 		}
-		in := Arrival{Iface: c.Iface, ServerIP: c.IP, Port: c.Port}
-		in.Source, _ = src.(*net.UDPAddr)
-		reply, to, ok := s.Handle(buf[:n], in)
+		reply, to, ok := s.Handle(pkt, in)
 		if !ok {
 			continue
 		}

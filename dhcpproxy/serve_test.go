@@ -91,8 +91,8 @@ func TestServeLoopback4011(t *testing.T) {
 		t.Errorf("reply came from %v, want the server socket %v", from, addr)
 	}
 	wantSightings := []discovery.Sighting{{MAC: macUnknown, ProductUUID: "4c4c4544-004a-3510-804b-b4c04f565931",
-		Arch: "x86_64-efi", At: testNow}}
-	if diff := cmp.Diff(wantSightings, f.rec.sightings()); diff != "" {
+		Arch: "x86_64-efi", Iface: "lo", At: testNow}}
+	if diff := cmp.Diff(wantSightings, f.rec.sightings(), equateAddrs); diff != "" {
 		t.Errorf("sightings (-want +got):\n%s", diff)
 	}
 	if err := stop(); err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"net"
+	"net/netip"
 	"time"
 
 	"github.com/siteboot/siteboot/discovery"
@@ -11,20 +12,21 @@ import (
 
 // Decision results, the "result" label of siteboot_dhcp_requests_total.
 const (
-	resultOffer      = "offer"
-	resultAck        = "ack"
-	resultUnknownMAC = "unknown-mac"
-	resultGateClosed = "gate-closed"
-	resultNoBootFile = "no-bootfile"
-	resultIgnored    = "ignored"
+	resultOffer        = "offer"
+	resultAck          = "ack"
+	resultUnknownMAC   = "unknown-mac"
+	resultUUIDMismatch = "uuid-mismatch" // the entry pins another product_uuid
+	resultGateClosed   = "gate-closed"
+	resultNoBootFile   = "no-bootfile"
+	resultIgnored      = "ignored"
 )
 
 // Server answers proxyDHCP requests. It is safe for concurrent use.
 type Server struct {
-	cfg     Config
-	log     *slog.Logger
-	m       *metrics
-	unknown *logLimiter
+	cfg    Config
+	log    *slog.Logger
+	m      *metrics
+	limits logLimits
 }
 
 // Arrival says where a packet came in.
@@ -39,6 +41,15 @@ type Arrival struct {
 	Port int
 	// Source is the sender's address; PXEPort replies go back to it.
 	Source *net.UDPAddr
+	// Net is the arrival interface's IPv4 subnet (its address and prefix
+	// length). It tells on-link relays and clients, and the network and
+	// directed-broadcast addresses no reply is sent to. Without it no
+	// relay is trusted beyond dhcp.relays and no reply goes to ciaddr.
+	Net netip.Prefix
+	// Dst is the packet's destination address (IP_PKTINFO); the zero Addr
+	// when the socket does not report it. A relay sends unicast to this
+	// server; a broadcast with giaddr set comes from no relay.
+	Dst netip.Addr
 }
 
 // New checks cfg and returns a Server. It binds nothing.
@@ -50,7 +61,7 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Server{cfg: cfg, log: cfg.Logger, m: m, unknown: newLogLimiter(unknownLogEvery, unknownLogMax)}, nil
+	return &Server{cfg: cfg, log: cfg.Logger, m: m, limits: newLogLimits()}, nil
 }
 
 // Handle decides what to answer to one packet that arrived as in. It
@@ -78,34 +89,38 @@ func (s *Server) serverIP(in Arrival) net.IP {
 	return nil
 }
 
-// record reports a network-boot client without a live entry.
-func (s *Server) record(c *client, relay net.IP) {
-	if s.cfg.Discovery == nil {
-		return
+// sighting is what a request says about its machine, for the ledger or the
+// observations, with the relay it was accepted from (none when it came
+// directly); a relay of Config.Relays is also the source new-machine
+// limits count it against. It allocates nothing.
+func (s *Server) sighting(c *client, d *decision, in Arrival) discovery.Sighting {
+	sg := discovery.Sighting{MAC: c.mac, ProductUUID: c.uuid, Arch: d.arch, Iface: in.Iface, At: s.cfg.Now()}
+	if d.relay.IsValid() {
+		sg.Relay = d.giaddr // the same address, already in a slice
+		if d.viaConf {
+			sg.Source = d.relay
+		}
 	}
-	arch := ""
-	if c.hasArch {
-		arch = ArchName(c.arch)
-	}
-	s.cfg.Discovery.Record(discovery.Sighting{
-		MAC: c.mac, ProductUUID: c.uuid, Arch: arch, Relay: relay, At: s.cfg.Now(),
-	})
+	return sg
 }
 
-// logDecision writes the one line per packet: Info for answers and for
-// unknown machines (at most once per unknownLogEvery per MAC), Warn when a
-// known machine has no boot file, Debug for everything ignored.
+// logDecision writes the one line per packet: Info for answers, Warn when
+// a known machine has no boot file, Debug for everything ignored. Lines a
+// client causes at will (unknown machines, refused relays) are Info within
+// the per-MAC and per-source limits of logLimits, Debug beyond them.
 func (s *Server) logDecision(d *decision, in Arrival) {
-	level := slog.LevelInfo
-	switch d.result {
-	case resultIgnored, resultGateClosed:
-		level = slog.LevelDebug
-	case resultNoBootFile:
+	level, held := slog.LevelInfo, uint64(0)
+	switch {
+	case d.result == resultNoBootFile:
 		level = slog.LevelWarn
-	case resultUnknownMAC:
-		if !s.unknown.allow(d.mac, s.cfg.Now()) {
-			level = slog.LevelDebug
-		}
+	case d.result == resultUnknownMAC:
+		level, held = s.limits.level(slog.LevelInfo, d.mac, sourceOf(d, in), s.cfg.Now())
+	case d.result == resultUUIDMismatch:
+		level, held = s.limits.level(slog.LevelWarn, d.mac, sourceOf(d, in), s.cfg.Now())
+	case d.result == resultIgnored && d.reason == reasonUntrusted:
+		level, held = s.limits.level(slog.LevelInfo, "", sourceOf(d, in), s.cfg.Now())
+	case d.result == resultIgnored, d.result == resultGateClosed:
+		level = slog.LevelDebug
 	}
 	ctx := context.Background()
 	if !s.log.Enabled(ctx, level) {
@@ -121,7 +136,7 @@ func (s *Server) logDecision(d *decision, in Arrival) {
 		slog.Uint64("epoch", d.epoch),
 		slog.String("arch", d.arch),
 	}
-	if d.result == resultNoBootFile {
+	if d.result == resultNoBootFile || d.result == resultUUIDMismatch {
 		attrs = append(attrs, slog.String("reason", d.reason))
 	}
 	if d.file != "" {
@@ -129,6 +144,9 @@ func (s *Server) logDecision(d *decision, in Arrival) {
 	}
 	if d.to != nil {
 		attrs = append(attrs, slog.String("to", d.to.String()))
+	}
+	if held > 0 {
+		attrs = append(attrs, slog.Uint64("suppressed", held))
 	}
 	s.log.LogAttrs(ctx, level, "dhcpproxy: decision", attrs...)
 }

@@ -18,6 +18,8 @@ const (
 	DefaultMax      = 256
 	DefaultForget   = 24 * time.Hour
 	DefaultInterval = 10 * time.Second
+	DefaultNewBurst = 64
+	DefaultNewEvery = time.Second
 )
 
 // Bounds on what a Sighting may carry; longer values are not a MAC, UUID or
@@ -43,6 +45,13 @@ type LedgerConfig struct {
 	// Interval is how often Run persists a changed ledger (DefaultInterval
 	// if zero).
 	Interval time.Duration
+	// NewBurst and NewEvery bound how fast machines the ledger does not
+	// hold yet enter it, per MAC prefix (OUI) and per source (a configured
+	// relay, else the arrival interface): NewBurst at once, then one per
+	// NewEvery (DefaultNewBurst, DefaultNewEvery if zero). Sightings of
+	// machines it holds are never limited.
+	NewBurst int
+	NewEvery time.Duration
 	// Now is the clock (time.Now if nil).
 	Now func() time.Time
 	// Logger receives load and save problems (discarded if nil).
@@ -51,13 +60,24 @@ type LedgerConfig struct {
 	Metrics prometheus.Registerer
 }
 
-// Ledger is the bounded set of machines that asked for a boot without a
-// live entry. Record is cheap enough for the DHCP hot path: a map update
-// under a mutex, no I/O. Run persists it. Safe for concurrent use.
+// Ledger is the bounded set of machines that asked the DHCP proxy for a
+// boot without a live entry. Record is cheap enough for the DHCP hot path:
+// a map update under a mutex, no I/O. Run persists it. Safe for
+// concurrent use.
+//
+// Only DHCP feeds it. New machines are admitted at a bounded rate per MAC
+// prefix and per source, and when it is full a one-shot machine (seen
+// once, or only within RepeatGap of its first sighting) is evicted before
+// any machine seen repeatedly, so a flood of made-up MACs neither grows it
+// nor pushes out the machines that keep asking. HTTP requests only Touch
+// what DHCP put there.
 type Ledger struct {
 	cfg      LedgerConfig
 	log      *slog.Logger
+	admit    admission
 	sighting prometheus.Counter
+	refused  prometheus.Counter
+	evicted  *prometheus.CounterVec
 	saves    *prometheus.CounterVec
 
 	mu       sync.Mutex
@@ -72,6 +92,7 @@ type machine struct {
 	mac, uuid, arch, relay string
 	first, last            time.Time
 	count                  uint32
+	repeat                 bool // seen again at least RepeatGap after first
 }
 
 // OpenLedger loads the ledger from cfg.Path. A corrupt file is set aside as
@@ -87,13 +108,19 @@ func OpenLedger(cfg LedgerConfig) (*Ledger, error) {
 	if cfg.Interval <= 0 {
 		cfg.Interval = DefaultInterval
 	}
+	if cfg.NewBurst <= 0 {
+		cfg.NewBurst = DefaultNewBurst
+	}
+	if cfg.NewEvery <= 0 {
+		cfg.NewEvery = DefaultNewEvery
+	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	l := &Ledger{cfg: cfg, log: cfg.Logger, machines: make(map[string]*machine)}
+	l := &Ledger{cfg: cfg, log: cfg.Logger, admit: newAdmission(cfg.NewBurst, cfg.NewEvery), machines: make(map[string]*machine)}
 	if err := l.load(); err != nil {
 		return nil, err
 	}
@@ -103,8 +130,10 @@ func OpenLedger(cfg LedgerConfig) (*Ledger, error) {
 	return l, nil
 }
 
-// Record notes one sighting. A sighting without a MAC, or with values too
-// long to be what they claim, is ignored (logged at Debug).
+// Record notes one DHCP sighting of a machine without a live entry. A
+// sighting without a MAC, or with values too long to be what they claim,
+// is ignored (logged at Debug); one of a machine the ledger does not hold
+// is dropped while its prefix or source is over the new-machine limit.
 func (l *Ledger) Record(s Sighting) {
 	if !isMAC(s.MAC) {
 		l.log.Debug("discovery: sighting ignored: MAC not in lowercase colon form", "mac_len", len(s.MAC))
@@ -113,19 +142,43 @@ func (l *Ledger) Record(s Sighting) {
 	if s.At.IsZero() {
 		s.At = l.cfg.Now()
 	}
-	l.sighting.Inc()
 	l.mu.Lock()
-	defer l.mu.Unlock()
 	m, ok := l.machines[s.MAC]
 	if !ok {
+		if !l.admit.allow(&s) {
+			l.mu.Unlock()
+			l.refused.Inc()
+			return
+		}
 		if len(l.machines) >= l.cfg.Max {
-			l.evictOldestLocked()
+			l.evictLocked()
 		}
 		m = &machine{mac: s.MAC, first: s.At}
 		l.machines[s.MAC] = m
 	}
 	l.updateLocked(m, s)
 	l.gen++
+	l.mu.Unlock()
+	l.sighting.Inc()
+}
+
+// Touch notes that mac (lowercase colon form) asked for something over
+// HTTP at at: it moves last_seen of a machine the ledger holds and reports
+// whether there was one. It never adds a machine and changes nothing DHCP
+// reported (UUID, arch, relay, count): HTTP is not the provisioning path,
+// and anyone who reaches it can name any MAC.
+func (l *Ledger) Touch(mac string, at time.Time) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	m, ok := l.machines[mac]
+	if !ok {
+		return false
+	}
+	if at.After(m.last) {
+		m.last = at
+		l.gen++
+	}
+	return true
 }
 
 // isMAC reports whether s is an EUI-48 in lowercase colon form.
@@ -163,20 +216,11 @@ func (l *Ledger) updateLocked(m *machine, s Sighting) {
 	if s.At.Before(m.first) {
 		m.first = s.At
 	}
+	if m.count > 0 && s.At.Sub(m.first) >= RepeatGap {
+		m.repeat = true
+	}
 	if m.count < math.MaxUint32 {
 		m.count++
-	}
-}
-
-func (l *Ledger) evictOldestLocked() {
-	var oldest *machine
-	for _, m := range l.machines {
-		if oldest == nil || m.last.Before(oldest.last) || (m.last.Equal(oldest.last) && m.mac > oldest.mac) {
-			oldest = m
-		}
-	}
-	if oldest != nil {
-		delete(l.machines, oldest.mac)
 	}
 }
 

@@ -185,9 +185,12 @@ func TestLedgerForget(t *testing.T) {
 	}
 }
 
+// TestLedgerBoundUnderStorm: with the new-machine limit out of the way, a
+// storm of one-shot MACs keeps the ledger at its bound, the most recently
+// seen surviving.
 func TestLedgerBoundUnderStorm(t *testing.T) {
 	clk := newClock()
-	l, _ := OpenLedger(LedgerConfig{Now: clk.Now})
+	l, _ := OpenLedger(LedgerConfig{Now: clk.Now, NewBurst: 1 << 20})
 	var wg sync.WaitGroup
 	for g := range 8 {
 		wg.Go(func() {
@@ -222,6 +225,9 @@ func TestLedgerMetrics(t *testing.T) {
 	want := map[string]float64{
 		"siteboot_discovery_machines":                        2,
 		"siteboot_discovery_sightings_total":                 3,
+		"siteboot_discovery_new_machines_refused_total":      0,
+		"siteboot_discovery_evictions_total/kind=one-shot":   0,
+		"siteboot_discovery_evictions_total/kind=repeat":     0,
 		"siteboot_discovery_ledger_saves_total/result=error": 0,
 		"siteboot_discovery_ledger_saves_total/result=ok":    0,
 	}
@@ -238,7 +244,7 @@ func TestLedgerMetrics(t *testing.T) {
 func BenchmarkRecord(b *testing.B) {
 	for _, n := range []int{DefaultMax, 4 * DefaultMax} {
 		b.Run(fmt.Sprintf("macs=%d", n), func(b *testing.B) {
-			l, _ := OpenLedger(LedgerConfig{Path: b.TempDir() + "/ledger"})
+			l, _ := OpenLedger(LedgerConfig{Path: b.TempDir() + "/ledger", NewBurst: 1 << 30})
 			macs := make([]string, n)
 			for i := range macs {
 				macs[i] = fmt.Sprintf("52:54:00:00:%02x:%02x", i>>8, i&0xff)

@@ -113,10 +113,15 @@ func machineFromProto(dm *agentv1.DiscoveredMachine) (machine, error) {
 	if err := dm.GetLastSeen().CheckValid(); err != nil {
 		return machine{}, fmt.Errorf("last_seen: %w", err)
 	}
-	return machine{
+	m := machine{
 		mac: dm.GetMac(), uuid: dm.GetProductUuid(), arch: dm.GetArch(), relay: dm.GetRelay(),
 		first: dm.GetFirstSeen().AsTime(), last: dm.GetLastSeen().AsTime(), count: dm.GetCount(),
-	}, nil
+	}
+	// The file keeps no flag for it (its format predates the flag): a
+	// machine counted more than once over RepeatGap or longer was seen
+	// repeatedly.
+	m.repeat = m.count > 1 && m.last.Sub(m.first) >= RepeatGap
+	return m, nil
 }
 
 // load reads cfg.Path into the (empty) ledger. A missing file is an empty

@@ -231,3 +231,47 @@ func countOnDisk(t *testing.T, path string) int {
 	}
 	return len(ms)
 }
+
+// TestLedgerLoadsFileOfEarlierVersions: testdata/ledger-v1.bin was written
+// by the ledger before new-machine limits and one-shot eviction existed
+// (Record of four sightings, then Flush). It loads as it was, and the same
+// machines encode to the same bytes, so the format did not change.
+func TestLedgerLoadsFileOfEarlierVersions(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("testdata", "ledger-v1.bin"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "discovered.pb")
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	now := func() time.Time { return t0.Add(time.Hour) }
+	l, err := OpenLedger(LedgerConfig{Path: path, Now: now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []*agentv1.DiscoveredMachine{
+		dm(macC, uuid2, "arm64-efi-http", "", 2*time.Minute, 2*time.Minute, 1),
+		dm(macB, "", "", "", time.Minute, time.Minute, 1),
+		dm(macA, uuid1, "x86_64-efi", "10.1.0.1", 0, 30*time.Second, 2),
+	}
+	if diff := cmp.Diff(want, l.List(), protocmp.Transform()); diff != "" {
+		t.Fatalf("loaded ledger (-want +got):\n%s", diff)
+	}
+	l.mu.Lock()
+	repeat := map[string]bool{}
+	ms := make([]machine, 0, len(l.machines))
+	for mac, m := range l.machines {
+		repeat[mac] = m.repeat
+		ms = append(ms, *m)
+	}
+	l.mu.Unlock()
+	if diff := cmp.Diff(map[string]bool{macA: true, macB: false, macC: false}, repeat); diff != "" {
+		t.Errorf("seen repeatedly (-want +got):\n%s", diff)
+	}
+	sortMachines(ms)
+	again, err := encodeLedger(ms)
+	if err != nil || !bytes.Equal(again, data) {
+		t.Errorf("re-encoded ledger differs from the file (err %v)", err)
+	}
+}

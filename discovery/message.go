@@ -19,8 +19,9 @@ const PurposeDiscoveryAssertion = "discovery-assertion"
 //	"bc-sig-v1" 0x00 ‖ lp(purpose) ‖ lp(part_1) ‖ … ‖ lp(part_n)
 //	lp(x) = uint32_be(len(x)) ‖ x
 //
-// (DESIGN.md, "Signatures"). It is the only place this encoding is written
-// down; Sign and Verify hash its result with SHA-256.
+// (the lp encoding of the protocol reference's BatchApproval). It is the
+// only place this encoding is written down; Sign and Verify hash its result
+// with SHA-256.
 func SigningMessage(purpose string, parts ...[]byte) ([]byte, error) {
 	size := len(messageDomain) + 1 + 4 + len(purpose)
 	if len(purpose) > math.MaxUint32 {

@@ -4,15 +4,14 @@ import (
 	"context"
 	"fmt"
 	"time"
-
-	"github.com/prometheus/client_golang/prometheus"
 )
 
 // Run persists the ledger every Interval while it has changed, and once more
 // when ctx ends; it returns the error of that last save (nil when it
 // worked or there was nothing to save). A periodic save that fails is
 // logged and retried at the next tick. Each save costs one file fsync and
-// one directory fsync, never one per sighting (PXE-NOTES rule 14).
+// one directory fsync, never one per sighting: an fsync costs milliseconds
+// on ordinary disks, which a boot storm cannot wait for per packet.
 func (l *Ledger) Run(ctx context.Context) error {
 	t := time.NewTicker(l.cfg.Interval)
 	defer t.Stop()
@@ -68,32 +67,6 @@ func (l *Ledger) write(ms []machine) error {
 	}
 	if err := replaceFile(l.cfg.Path, data); err != nil {
 		return fmt.Errorf("discovery: save ledger %s: %w", l.cfg.Path, err)
-	}
-	return nil
-}
-
-func (l *Ledger) registerMetrics(reg prometheus.Registerer) error {
-	l.sighting = prometheus.NewCounter(prometheus.CounterOpts{
-		Namespace: "siteboot", Subsystem: "discovery", Name: "sightings_total",
-		Help: "Boot requests recorded from machines without a live entry.",
-	})
-	l.saves = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Namespace: "siteboot", Subsystem: "discovery", Name: "ledger_saves_total",
-		Help: "Saves of the discovered-machine ledger to disk, by result (ok, error).",
-	}, []string{"result"})
-	l.saves.WithLabelValues("ok")
-	l.saves.WithLabelValues("error")
-	if reg == nil {
-		return nil
-	}
-	machines := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-		Namespace: "siteboot", Subsystem: "discovery", Name: "machines",
-		Help: "Machines in the discovered-machine ledger (seen within the forget window).",
-	}, func() float64 { return float64(l.Count()) })
-	for _, c := range []prometheus.Collector{l.sighting, l.saves, machines} {
-		if err := reg.Register(c); err != nil {
-			return fmt.Errorf("discovery: metrics: %w", err)
-		}
 	}
 	return nil
 }

@@ -5,21 +5,21 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/netip"
 	"regexp"
 	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/siteboot/siteboot/bootentry"
 	"github.com/siteboot/siteboot/discovery"
 	sitev1 "github.com/siteboot/siteboot/gen/bettercompute/site/v1"
-	statev1 "github.com/siteboot/siteboot/gen/siteboot/state/v1"
-	"github.com/siteboot/siteboot/secretref"
-	"github.com/siteboot/siteboot/site"
+	"github.com/siteboot/siteboot/internal/ratelimit"
 )
 
 // Entries looks up a machine's live entry (site.State).
 type Entries interface {
-	Lookup(mac string, now time.Time) (*statev1.StoredEntry, bool)
+	Lookup(mac string, now time.Time) (bootentry.Entry, bool)
 }
 
 // Gate is the boot lease gate (lease.Node).
@@ -27,10 +27,17 @@ type Gate interface {
 	Gate() (epoch uint64, open bool)
 }
 
-// Discovery receives machines that asked for a script without an entry
-// (discovery.Ledger).
+// Discovery is the discovered-machine ledger (discovery.Ledger). A script
+// request never adds a machine to it: Touch moves last_seen of a MAC the
+// ledger holds from DHCP, and reports whether it held it.
 type Discovery interface {
-	Record(discovery.Sighting)
+	Touch(mac string, at time.Time) bool
+}
+
+// Observed says what the DHCP proxy last saw from a MAC that has an entry
+// (discovery.Observations): the assertion's product_uuid comes from it.
+type Observed interface {
+	LastSeen(mac string, now time.Time) (discovery.Observation, bool)
 }
 
 // Signer signs discovery assertions (discovery.Signer).
@@ -42,14 +49,6 @@ type Signer interface {
 type Secrets interface {
 	Resolve(ctx context.Context, ref string) ([]byte, error)
 }
-
-// The appliance's own types satisfy these interfaces as they are.
-var (
-	_ Entries   = (*site.State)(nil)
-	_ Discovery = (*discovery.Ledger)(nil)
-	_ Signer    = (*discovery.Signer)(nil)
-	_ Secrets   = secretref.Resolver{}
-)
 
 // Ramdisk is the site's ramdisk profile.
 type Ramdisk struct {
@@ -77,8 +76,9 @@ type Config struct {
 	// NodeID is this appliance's node id (DiscoveryAssertion.site_agent_node_id).
 	NodeID string
 	// BaseURL is this appliance's URL as machines reach it, e.g.
-	// "http://10.0.0.2:8080". Empty derives it per request from the Host
-	// header (http://<Host>); Render, which has no request, then fails.
+	// "http://10.0.0.2:8080". Empty derives it per request from the
+	// address the request arrived at (never from the Host header); Render,
+	// which has no request, then fails.
 	BaseURL string
 	// Ramdisk is the ramdisk profile; entries without sanboot_sha256 or
 	// ipxe_script_url need it.
@@ -99,7 +99,8 @@ type Config struct {
 	Entries   Entries   // required
 	Gate      Gate      // required
 	Signer    Signer    // required
-	Discovery Discovery // optional: unknown machines are not recorded if nil
+	Discovery Discovery // optional: no last_seen is moved if nil
+	Observed  Observed  // optional: assertions of unpinned entries carry no product_uuid if nil
 	Secrets   Secrets   // optional: entries with a discovery_token_ref fail if nil
 }
 
@@ -112,6 +113,8 @@ type Server struct {
 	initrd  image
 	cmdline string
 	scripts *prometheus.CounterVec
+	unknown *prometheus.CounterVec
+	logs    *ratelimit.Keyed[netip.Addr] // lines a client causes, per remote address
 }
 
 // image is a ramdisk file: a URL, or a digest served from the cache.
@@ -137,7 +140,7 @@ func New(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("ipxe: SiteID %q and NodeID %q must be 1-128 of letters, digits and . _ : @ -", cfg.SiteID, cfg.NodeID)
 	}
 	setDefaults(&cfg)
-	s := &Server{cfg: cfg, log: cfg.Logger}
+	s := &Server{cfg: cfg, log: cfg.Logger, logs: ratelimit.NewKeyed[netip.Addr](remoteLogBurst, remoteLogEvery, remoteLogMax)}
 	if cfg.BaseURL != "" {
 		base, err := checkBaseURL(cfg.BaseURL)
 		if err != nil {
@@ -196,7 +199,7 @@ func parseImage(s string) (image, error) {
 		}
 		return image{digestHex: h}, nil
 	}
-	if err := checkURL(s); err != nil {
+	if err := bootentry.CheckScriptURL(s); err != nil {
 		return image{}, fmt.Errorf("want an http(s) URL or sha256:<hex>: %w", err)
 	}
 	return image{url: s}, nil

@@ -10,7 +10,7 @@ import (
 
 // RequestError is a refused request field: the request changed nothing.
 type RequestError struct {
-	// Field is the IpxeScriptRequest field (or "query", "host").
+	// Field is the IpxeScriptRequest field (or "query", "base_url").
 	Field  string
 	Reason string
 }
@@ -20,14 +20,20 @@ func (e *RequestError) Error() string { return "ipxe: " + e.Field + ": " + e.Rea
 // ErrFenced is returned while the boot lease gate is closed.
 var ErrFenced = errors.New("ipxe: this appliance does not hold the boot lease (fenced)")
 
-// UnknownMachineError is a MAC without a live entry. Script is what such a
+// UnknownMachineError is a MAC without a live entry, or one whose entry
+// pins a product_uuid the request did not present. Script is what such a
 // machine is served: a note that it is not registered, and a retry later.
+// Reason is empty for a MAC without an entry and says why otherwise.
 type UnknownMachineError struct {
 	MAC    string
+	Reason string
 	Script *sitev1.IpxeScript
 }
 
 func (e *UnknownMachineError) Error() string {
+	if e.Reason != "" {
+		return fmt.Sprintf("ipxe: %s is treated as unknown: %s", e.MAC, e.Reason)
+	}
 	return fmt.Sprintf("ipxe: %s has no live entry at this site", e.MAC)
 }
 
@@ -62,11 +68,12 @@ const (
 	kindSanboot   = "sanboot"
 	kindChain     = "chain"
 	kindUnknown   = "unknown"
+	kindMismatch  = "uuid-mismatch"
 	kindFenced    = "fenced"
 	kindError     = "error"
 )
 
-var kinds = []string{kindBootstrap, kindRamdisk, kindSanboot, kindChain, kindUnknown, kindFenced, kindError}
+var kinds = []string{kindBootstrap, kindRamdisk, kindSanboot, kindChain, kindUnknown, kindMismatch, kindFenced, kindError}
 
 // classify maps a render error to the HTTP status, the metric kind and the
 // plain-text message a client gets. It is the one place errors become

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
+
+	"github.com/siteboot/siteboot/bootentry"
 )
 
 // What iPXE's script parser does with a line (src/core/exec.c): it splits on
@@ -11,56 +13,13 @@ import (
 // the tokens "||", "&&" and ";" as command separators, then expands
 // ${setting} inside each token; a trailing '\' continues the line. So a
 // value is safe in a script when it has no whitespace or control
-// character, no '$' and no '\', and does not start a token with '#'.
-
-// maxURLLen bounds every URL placed in a script.
-const maxURLLen = 2048
-
-// urlSafe reports whether c may appear in a URL placed in a script: the
-// RFC 3986 unreserved and reserved characters and '%', minus '$' (iPXE
-// expansion) and '#' (fragments are never needed here).
-func urlSafe(c byte) bool {
-	switch {
-	case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
-		return true
-	}
-	return strings.IndexByte("-._~:/?[]@!&'()*+,;=%", c) >= 0
-}
-
-// checkURL accepts an absolute http(s) URL that is safe to place in a
-// script as one token.
-func checkURL(s string) error {
-	if s == "" {
-		return fmt.Errorf("empty URL")
-	}
-	if len(s) > maxURLLen {
-		return fmt.Errorf("URL longer than %d bytes", maxURLLen)
-	}
-	for i := 0; i < len(s); i++ {
-		if !urlSafe(s[i]) {
-			return fmt.Errorf("URL %q has character %q, which is not allowed in a boot script", s, s[i])
-		}
-	}
-	u, err := url.Parse(s)
-	if err != nil {
-		return fmt.Errorf("URL %q does not parse", s)
-	}
-	if u.Scheme != "http" && u.Scheme != "https" {
-		return fmt.Errorf("URL %q is not http:// or https://", s)
-	}
-	if u.Hostname() == "" {
-		return fmt.Errorf("URL %q has no host", s)
-	}
-	if u.User != nil {
-		return fmt.Errorf("URL %q carries credentials", s)
-	}
-	return nil
-}
+// character, no '$' and no '\', and does not start a token with '#'. URLs
+// follow bootentry.CheckScriptURL, the rule entries are stored under.
 
 // checkBaseURL accepts this appliance's base URL: a safe http(s) URL with
 // no query, fragment or credentials. It returns it without a trailing '/'.
 func checkBaseURL(s string) (string, error) {
-	if err := checkURL(s); err != nil {
+	if err := bootentry.CheckScriptURL(s); err != nil {
 		return "", err
 	}
 	u, _ := url.Parse(s)

@@ -36,6 +36,9 @@ const (
 	isoHex      = "2222222222222222222222222222222222222222222222222222222222222222"
 )
 
+// ramdiskQuery asks for macRamdisk's script with the UUID its entry pins.
+const ramdiskQuery = "mac=" + macRamdisk + "&uuid=" + uuidRamdisk
+
 // testGate is the boot lease gate: a two-value interface the tests flip at
 // exact points (lease.Node needs a raft cluster to do that).
 type testGate struct {
@@ -178,9 +181,6 @@ func (f *fixture) put(t testing.TB, node string, entries ...*sitev1.ProxyDhcpEnt
 		t.Fatalf("storing entries: %v", res)
 	}
 }
-
-// putOne replaces one entry (on node-1).
-func (f *fixture) putOne(e *sitev1.ProxyDhcpEntry) { f.put(f.t, "node-1", e) }
 
 // scripts returns siteboot_ipxe_scripts_total by kind.
 func (f *fixture) scripts(t *testing.T) map[string]float64 {

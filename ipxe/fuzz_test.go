@@ -3,6 +3,7 @@ package ipxe
 import (
 	"context"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -10,7 +11,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/siteboot/siteboot/site"
+	"github.com/siteboot/siteboot/bootentry"
 )
 
 // scriptShapes are the line counts of each kind of script, keyed by a line
@@ -29,9 +30,10 @@ var scriptShapes = []struct {
 var macLine = regexp.MustCompile(`^echo siteboot: machine ([0-9a-f]{2}(:[0-9a-f]{2}){5}) is not registered at this site$`)
 
 // FuzzQuery sends any query string and Host header to /ipxe (the base URL
-// comes from Host). It never panics or fails with a 5xx, never serves an
-// entry's script for a MAC that has no entry, and no input adds a line,
-// a control character or a ${…} expansion to a script.
+// comes from the arrival address, 10.0.0.2:8080, whatever Host says). It
+// never panics or fails with a 5xx, never serves an entry's script for a
+// MAC that has no entry, never puts the Host header into a script, and no
+// input adds a line, a control character or a ${…} expansion to a script.
 func FuzzQuery(f *testing.F) {
 	for _, s := range []struct{ q, host string }{
 		{"mac=" + macRamdisk + "&uuid=" + uuidRamdisk + "&buildarch=x86_64&platform=efi&serial=SN%201&asset=", "10.0.0.2:8080"},
@@ -49,15 +51,19 @@ func FuzzQuery(f *testing.F) {
 	})
 	h := fx.srv.Handler()
 	f.Fuzz(func(t *testing.T, query, host string) {
+		arrival := &net.TCPAddr{IP: net.IPv4(10, 0, 0, 2), Port: 8080}
 		r := (&http.Request{
 			Method: http.MethodGet, URL: &url.URL{Path: "/ipxe", RawQuery: query},
 			Host: host, RemoteAddr: "192.0.2.10:40000", Header: http.Header{},
-		}).WithContext(context.Background())
+		}).WithContext(context.WithValue(context.Background(), http.LocalAddrContextKey, arrival))
 		w := httptest.NewRecorder()
 		h.ServeHTTP(w, r)
 		switch w.Code {
 		case http.StatusOK:
 			checkScript(t, query, w.Body.String())
+			if strings.Count(w.Body.String(), "http://10.0.0.2:8080/") < 1 {
+				t.Fatalf("script without the arrival address in its URLs:\n%s", w.Body)
+			}
 		case http.StatusBadRequest:
 		default:
 			t.Fatalf("status %d for query %q host %q: %s", w.Code, query, host, w.Body)
@@ -95,7 +101,7 @@ func checkScript(t *testing.T, query, script string) {
 	}
 	// The MAC the client asked for, normalised independently of the handler.
 	q, _ := url.ParseQuery(query)
-	mac, err := site.NormalizeMAC(q.Get("mac"))
+	mac, err := bootentry.NormalizeMAC(q.Get("mac"))
 	if err != nil {
 		t.Fatalf("a script for an invalid mac %q:\n%s", q.Get("mac"), script)
 	}
@@ -104,14 +110,18 @@ func checkScript(t *testing.T, query, script string) {
 		"# siteboot: sanboot of cached image sha256:" + isoHex:             macSanboot,
 		"# siteboot: this machine's script is its entry's ipxe_script_url": macChain,
 	}
+	// macRamdisk's entry pins uuidRamdisk: only a request carrying it gets
+	// the entry's script, any other gets the unknown-machine one.
+	uuid, _ := bootentry.NormalizeUUID(q.Get("uuid"))
+	pinMatched := mac == macRamdisk && uuid == uuidRamdisk
 	if want, ok := owner[lines[1]]; ok {
-		if mac != want {
-			t.Fatalf("the script of %s's entry served for %s:\n%s", want, mac, script)
+		if mac != want || (mac == macRamdisk && !pinMatched) {
+			t.Fatalf("the script of %s's entry served for %s (uuid %q):\n%s", want, mac, q.Get("uuid"), script)
 		}
 		return
 	}
 	m := macLine.FindStringSubmatch(lines[1])
-	if m == nil || m[1] != mac || mac == macRamdisk || mac == macSanboot || mac == macChain {
+	if m == nil || m[1] != mac || pinMatched || mac == macSanboot || mac == macChain {
 		t.Fatalf("unexpected script for %s:\n%s", mac, script)
 	}
 }

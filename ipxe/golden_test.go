@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/siteboot/siteboot/lease"
 	"go.uber.org/goleak"
 )
 
@@ -74,7 +73,3 @@ var update = flag.Bool("update", false, "rewrite the golden scripts in testdata/
 func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }
-
-// lease.Node is the Gate the appliance wires in (kept out of the package
-// itself so that ipxe does not link raft).
-var _ Gate = (*lease.Node)(nil)

@@ -10,7 +10,6 @@ import (
 	"net/netip"
 	"strconv"
 
-	"github.com/siteboot/siteboot/discovery"
 	sitev1 "github.com/siteboot/siteboot/gen/bettercompute/site/v1"
 )
 
@@ -23,7 +22,8 @@ func (s *Server) Handler() http.Handler {
 }
 
 func (s *Server) serveBootstrap(w http.ResponseWriter, r *http.Request) {
-	log := s.log.With("path", r.URL.Path, "remote", remoteIP(r))
+	remote := remoteAddr(r)
+	log := s.log.With("path", r.URL.Path, "remote", addrString(remote))
 	base, err := s.baseURL(r)
 	if err == nil {
 		if epoch, open := s.cfg.Gate.Gate(); !open {
@@ -34,7 +34,7 @@ func (s *Server) serveBootstrap(w http.ResponseWriter, r *http.Request) {
 	}
 	status, kind, msg := classify(err)
 	if err != nil {
-		s.fail(w, log, status, kind, msg, err)
+		s.fail(w, log, remote, status, kind, msg, err)
 		return
 	}
 	s.scripts.WithLabelValues(kindBootstrap).Inc()
@@ -43,8 +43,8 @@ func (s *Server) serveBootstrap(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) serveScript(w http.ResponseWriter, r *http.Request) {
-	remote := remoteIP(r)
-	log := s.log.With("path", r.URL.Path, "remote", remote)
+	remote := remoteAddr(r)
+	log := s.log.With("path", r.URL.Path, "remote", addrString(remote))
 	base, err := s.baseURL(r)
 	var req *sitev1.IpxeScriptRequest
 	if err == nil {
@@ -52,7 +52,7 @@ func (s *Server) serveScript(w http.ResponseWriter, r *http.Request) {
 	}
 	var out outcome
 	if err == nil {
-		req.Ip = remote
+		req.Ip = addrString(remote)
 		out, err = s.render(r.Context(), req, base)
 	}
 	log = requestLog(log, req, out)
@@ -60,17 +60,34 @@ func (s *Server) serveScript(w http.ResponseWriter, r *http.Request) {
 	var unknown *UnknownMachineError
 	switch {
 	case errors.As(err, &unknown):
-		s.recordUnknown(out.req)
-		s.scripts.WithLabelValues(kindUnknown).Inc()
-		log.Info("ipxe: no live entry; told the machine so and recorded it", "result", kindUnknown)
-		writeScript(w, unknown.Script.GetScript())
+		s.serveUnknown(w, log, remote, out, unknown)
 	case err != nil:
-		s.fail(w, log, status, kind, msg, err)
+		s.fail(w, log, remote, status, kind, msg, err)
 	default:
 		s.scripts.WithLabelValues(out.kind).Inc()
 		log.Info("ipxe: script served", "result", out.kind)
 		writeScript(w, out.script.GetScript())
 	}
+}
+
+// serveUnknown answers a machine without a live entry, or one whose UUID
+// the entry's pin refuses, with the script that says so. A MAC the
+// discovery ledger holds from DHCP gets its last_seen moved; nothing else
+// is recorded: HTTP is not the provisioning path.
+func (s *Server) serveUnknown(w http.ResponseWriter, log *slog.Logger, remote netip.Addr, out outcome, u *UnknownMachineError) {
+	s.scripts.WithLabelValues(out.kind).Inc()
+	if u.Reason == "" {
+		seen := s.cfg.Discovery != nil && s.cfg.Discovery.Touch(u.MAC, s.cfg.Now())
+		s.unknown.WithLabelValues(strconv.FormatBool(seen)).Inc()
+		level, held := s.logLevel(remote, slog.LevelInfo)
+		log.Log(context.Background(), level, "ipxe: no live entry; told the machine so", "result", out.kind,
+			"seen_on_dhcp", seen, suppressed(held))
+	} else {
+		level, held := s.logLevel(remote, slog.LevelWarn)
+		log.Log(context.Background(), level, "ipxe: the entry's product_uuid pin refused the request; told the machine it is unknown",
+			"result", out.kind, "reason", u.Reason, suppressed(held))
+	}
+	writeScript(w, u.Script.GetScript())
 }
 
 // requestLog adds the request fields once: the normalised values when the
@@ -96,13 +113,16 @@ func clip(s string) string {
 	return s
 }
 
-func (s *Server) fail(w http.ResponseWriter, log *slog.Logger, status int, kind, msg string, err error) {
+func (s *Server) fail(w http.ResponseWriter, log *slog.Logger, remote netip.Addr, status int, kind, msg string, err error) {
 	s.scripts.WithLabelValues(kind).Inc()
-	level := slog.LevelInfo
-	if status >= 500 && status != http.StatusServiceUnavailable {
+	level, held := slog.LevelInfo, uint64(0)
+	switch {
+	case status >= 500 && status != http.StatusServiceUnavailable:
 		level = slog.LevelError
+	case status < 500: // the client's doing: limited per remote address
+		level, held = s.logLevel(remote, slog.LevelInfo)
 	}
-	log.Log(context.Background(), level, "ipxe: request refused", "result", kind, "status", status, "err", causeOf(err))
+	log.Log(context.Background(), level, "ipxe: request refused", "result", kind, "status", status, "err", causeOf(err), suppressed(held))
 	if status == http.StatusServiceUnavailable {
 		w.Header().Set("Retry-After", strconv.FormatInt(seconds(s.cfg.Retry), 10))
 	}
@@ -123,19 +143,6 @@ func causeOf(err error) string {
 	return err.Error()
 }
 
-func (s *Server) recordUnknown(req *sitev1.IpxeScriptRequest) {
-	if s.cfg.Discovery == nil || req == nil {
-		return
-	}
-	sight := discovery.Sighting{
-		MAC:         req.GetMac(),
-		ProductUUID: req.GetUuid(),
-		Arch:        archName(req.GetBuildarch(), req.GetPlatform()),
-		At:          s.cfg.Now(),
-	}
-	s.cfg.Discovery.Record(sight)
-}
-
 func writeScript(w http.ResponseWriter, script string) {
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-store")
@@ -143,37 +150,24 @@ func writeScript(w http.ResponseWriter, script string) {
 	io.WriteString(w, script)
 }
 
-// baseURL is Config.BaseURL, or http(s)://<Host> checked like any URL.
-func (s *Server) baseURL(r *http.Request) (string, error) {
-	if s.base != "" {
-		return s.base, nil
-	}
-	scheme := "http://"
-	if r.TLS != nil {
-		scheme = "https://"
-	}
-	for i := 0; i < len(r.Host); i++ {
-		c := r.Host[i]
-		if !(c == '.' || c == '-' || c == ':' || c == '[' || c == ']' || '0' <= c && c <= '9' || 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z') {
-			return "", &RequestError{Field: "host", Reason: "the Host header is not a host[:port]"}
-		}
-	}
-	base, err := checkBaseURL(scheme + r.Host)
-	if err != nil {
-		return "", &RequestError{Field: "host", Reason: "the Host header is not a host[:port]"}
-	}
-	return base, nil
-}
-
-// remoteIP is the client's address as the connection shows it.
-func remoteIP(r *http.Request) string {
+// remoteAddr is the client's address as the connection shows it; the zero
+// Addr when it cannot be read.
+func remoteAddr(r *http.Request) netip.Addr {
 	host, _, err := net.SplitHostPort(r.RemoteAddr)
 	if err != nil {
 		host = r.RemoteAddr
 	}
 	ip, err := netip.ParseAddr(host)
 	if err != nil {
+		return netip.Addr{}
+	}
+	return ip.Unmap().WithZone("")
+}
+
+// addrString is a in its usual form, "" for the zero Addr.
+func addrString(a netip.Addr) string {
+	if !a.IsValid() {
 		return ""
 	}
-	return ip.Unmap().WithZone("").String()
+	return a.String()
 }

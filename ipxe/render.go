@@ -3,11 +3,11 @@ package ipxe
 import (
 	"context"
 	"encoding/base64"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"time"
 
+	"github.com/siteboot/siteboot/bootentry"
 	sitev1 "github.com/siteboot/siteboot/gen/bettercompute/site/v1"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -57,54 +57,70 @@ func (s *Server) render(ctx context.Context, req *sitev1.IpxeScriptRequest, base
 	}
 	out.epoch = epoch
 	now := s.cfg.Now()
-	se, ok := s.cfg.Entries.Lookup(n.GetMac(), now)
+	e, ok := s.cfg.Entries.Lookup(n.GetMac(), now)
 	if !ok {
 		out.kind = kindUnknown
-		script := &sitev1.IpxeScript{
-			Script:   unknownScript(base, n.GetMac(), s.cfg.Retry),
-			NotAfter: timestamppb.New(now.Add(s.cfg.Retry)),
-		}
-		return out, &UnknownMachineError{MAC: n.GetMac(), Script: script}
+		return out, s.unknownMachine(base, n.GetMac(), "", now)
 	}
-	e := se.GetEntry()
+	if !e.AcceptsUUID(n.GetUuid()) {
+		out.kind = kindMismatch
+		return out, s.unknownMachine(base, n.GetMac(), uuidMismatch(e.ProductUUID, n.GetUuid()), now)
+	}
 	switch {
-	case len(e.GetSanbootSha256()) > 0:
+	case e.SanbootSHA256 != "":
 		out.kind = kindSanboot
-		out.script, err = s.sanboot(base, e)
-	case e.GetIpxeScriptUrl() != "":
+		out.script, err = s.sanboot(base, &e)
+	case e.IPXEScriptURL != "":
 		out.kind = kindChain
-		out.script, err = s.chain(base, e)
+		out.script, err = s.chain(base, &e)
 	default:
 		out.kind = kindRamdisk
-		out.script, out.epoch, err = s.ramdisk(ctx, base, n, e, now)
+		out.script, out.epoch, err = s.ramdisk(ctx, base, n, &e, now)
 	}
 	return out, err
 }
 
-func (s *Server) sanboot(base string, e *sitev1.ProxyDhcpEntry) (*sitev1.IpxeScript, error) {
-	d := e.GetSanbootSha256()
-	if len(d) != 32 {
-		return nil, &EntryError{MAC: e.GetMac(), Reason: fmt.Sprintf("sanboot_sha256 is %d bytes, not 32", len(d))}
+// unknownMachine is the error, carrying the script, for a machine that is
+// answered as unknown; reason says why when it has an entry.
+func (s *Server) unknownMachine(base, mac, reason string, now time.Time) *UnknownMachineError {
+	script := &sitev1.IpxeScript{
+		Script:   unknownScript(base, mac, s.cfg.Retry),
+		NotAfter: timestamppb.New(now.Add(s.cfg.Retry)),
+	}
+	return &UnknownMachineError{MAC: mac, Reason: reason, Script: script}
+}
+
+// uuidMismatch says why a pinned entry refused a request.
+func uuidMismatch(pin, got string) string {
+	if got == "" {
+		return "the entry pins product_uuid " + pin + "; the request carried no uuid"
+	}
+	return "the entry pins product_uuid " + pin + "; the request carried " + got
+}
+
+func (s *Server) sanboot(base string, e *bootentry.Entry) (*sitev1.IpxeScript, error) {
+	if err := bootentry.CheckSanbootHex(e.SanbootSHA256); err != nil {
+		return nil, &EntryError{MAC: e.MAC, Reason: "sanboot_sha256: " + err.Error()}
 	}
 	return &sitev1.IpxeScript{
-		Script:   sanbootScript([]string{base}, hex.EncodeToString(d), s.cfg.Retry),
-		NotAfter: e.GetNotAfter(),
+		Script:   sanbootScript([]string{base}, e.SanbootSHA256, s.cfg.Retry),
+		NotAfter: timestamppb.New(e.NotAfter),
 	}, nil
 }
 
-func (s *Server) chain(base string, e *sitev1.ProxyDhcpEntry) (*sitev1.IpxeScript, error) {
-	if err := checkURL(e.GetIpxeScriptUrl()); err != nil {
-		return nil, &EntryError{MAC: e.GetMac(), Reason: "ipxe_script_url: " + err.Error()}
+func (s *Server) chain(base string, e *bootentry.Entry) (*sitev1.IpxeScript, error) {
+	if err := bootentry.CheckScriptURL(e.IPXEScriptURL); err != nil {
+		return nil, &EntryError{MAC: e.MAC, Reason: "ipxe_script_url: " + err.Error()}
 	}
 	return &sitev1.IpxeScript{
-		Script:   chainScript(base, e.GetIpxeScriptUrl(), s.cfg.Retry),
-		NotAfter: e.GetNotAfter(),
+		Script:   chainScript(base, e.IPXEScriptURL, s.cfg.Retry),
+		NotAfter: timestamppb.New(e.NotAfter),
 	}, nil
 }
 
 // ramdisk resolves the token, re-checks the gate, signs the assertion and
 // renders the script. It returns the epoch the assertion carries.
-func (s *Server) ramdisk(ctx context.Context, base string, n *sitev1.IpxeScriptRequest, e *sitev1.ProxyDhcpEntry, now time.Time) (*sitev1.IpxeScript, uint64, error) {
+func (s *Server) ramdisk(ctx context.Context, base string, n *sitev1.IpxeScriptRequest, e *bootentry.Entry, now time.Time) (*sitev1.IpxeScript, uint64, error) {
 	if !s.hasRamdisk() {
 		return nil, 0, &EntryError{MAC: n.GetMac(), Reason: "no ramdisk profile is configured (ramdisk.kernel, ramdisk.initrd)"}
 	}
@@ -118,7 +134,7 @@ func (s *Server) ramdisk(ctx context.Context, base string, n *sitev1.IpxeScriptR
 		return nil, 0, ErrFenced
 	}
 	notAfter := now.Add(s.cfg.AssertionTTL)
-	if na := e.GetNotAfter().AsTime(); na.Before(notAfter) {
+	if na := e.NotAfter; na.Before(notAfter) {
 		notAfter = na
 	}
 	assertion, err := s.sign(n, e, epoch, now, notAfter)
@@ -127,7 +143,7 @@ func (s *Server) ramdisk(ctx context.Context, base string, n *sitev1.IpxeScriptR
 	}
 	p := ramdiskParams{
 		siteID: s.cfg.SiteID, appliance: base, mac: n.GetMac(),
-		workflowID: e.GetWorkflowId(), token: string(token), assertion: assertion,
+		workflowID: e.WorkflowID, token: string(token), assertion: assertion,
 	}
 	cmdline := p.cmdline(s.cmdline)
 	if len(cmdline) > maxCmdline {
@@ -138,8 +154,8 @@ func (s *Server) ramdisk(ctx context.Context, base string, n *sitev1.IpxeScriptR
 }
 
 // token resolves the entry's discovery token; nil when it has no ref.
-func (s *Server) token(ctx context.Context, e *sitev1.ProxyDhcpEntry) ([]byte, error) {
-	ref := e.GetDiscoveryTokenRef()
+func (s *Server) token(ctx context.Context, e *bootentry.Entry) ([]byte, error) {
+	ref := e.DiscoveryTokenRef
 	if ref == "" {
 		return nil, nil
 	}
@@ -157,16 +173,19 @@ func (s *Server) token(ctx context.Context, e *sitev1.ProxyDhcpEntry) ([]byte, e
 }
 
 // sign builds and signs the DiscoveryAssertion and returns it as unpadded
-// base64url of the serialized SignedDiscoveryAssertion.
-func (s *Server) sign(n *sitev1.IpxeScriptRequest, e *sitev1.ProxyDhcpEntry, epoch uint64, now, notAfter time.Time) (string, error) {
+// base64url of the serialized SignedDiscoveryAssertion. It says only what
+// this appliance observed: mac is the entry's, ip the address the request
+// came from (n.ip), product_uuid the one its DHCP proxy saw (see
+// observedUUID), never one the HTTP query alone claims.
+func (s *Server) sign(n *sitev1.IpxeScriptRequest, e *bootentry.Entry, epoch uint64, now, notAfter time.Time) (string, error) {
 	a := &sitev1.DiscoveryAssertion{
 		SiteId:          s.cfg.SiteID,
 		SiteAgentNodeId: s.cfg.NodeID,
 		BootLeaseEpoch:  epoch,
-		Mac:             n.GetMac(),
+		Mac:             e.MAC,
 		Ip:              n.GetIp(),
-		ProductUuid:     n.GetUuid(),
-		WorkflowId:      e.GetWorkflowId(),
+		ProductUuid:     s.observedUUID(e, now),
+		WorkflowId:      e.WorkflowID,
 		IssuedAt:        timestamppb.New(now),
 		NotAfter:        timestamppb.New(notAfter),
 	}
@@ -179,4 +198,22 @@ func (s *Server) sign(n *sitev1.IpxeScriptRequest, e *sitev1.ProxyDhcpEntry, epo
 		return "", fmt.Errorf("ipxe: encode assertion: %w", err)
 	}
 	return base64.RawURLEncoding.EncodeToString(wire), nil
+}
+
+// observedUUID is the product_uuid an assertion for e may carry: the pin of
+// a pinned entry (the request presented it, and the DHCP proxy answered
+// only option 97 with it); else the UUID in the latest DHCP request the
+// proxy saw from the MAC within the observations' age; else none.
+func (s *Server) observedUUID(e *bootentry.Entry, now time.Time) string {
+	if e.ProductUUID != "" {
+		return e.ProductUUID
+	}
+	if s.cfg.Observed == nil {
+		return ""
+	}
+	ob, ok := s.cfg.Observed.LastSeen(e.MAC, now)
+	if !ok {
+		return ""
+	}
+	return ob.ProductUUID
 }

@@ -10,9 +10,9 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/siteboot/siteboot/bootentry"
 	"github.com/siteboot/siteboot/discovery"
 	sitev1 "github.com/siteboot/siteboot/gen/bettercompute/site/v1"
-	statev1 "github.com/siteboot/siteboot/gen/siteboot/state/v1"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/testing/protocmp"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -94,7 +94,7 @@ func TestRenderAssertionVerifies(t *testing.T) {
 
 func TestRenderNotAfterNeverPastEntry(t *testing.T) {
 	f := newFixture(t, func(c *Config) { c.AssertionTTL = 10 * time.Hour })
-	got, err := f.srv.Render(context.Background(), &sitev1.IpxeScriptRequest{Mac: macRamdisk})
+	got, err := f.srv.Render(context.Background(), &sitev1.IpxeScriptRequest{Mac: macRamdisk, Uuid: uuidRamdisk})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -146,7 +146,7 @@ func TestRenderErrors(t *testing.T) {
 		},
 		{
 			name: "fenced", prepare: func(f *fixture) { f.gate.set(0, false) },
-			req:   &sitev1.IpxeScriptRequest{Mac: macRamdisk},
+			req:   &sitev1.IpxeScriptRequest{Mac: macRamdisk, Uuid: uuidRamdisk},
 			check: wantIs(ErrFenced),
 		},
 		{
@@ -154,7 +154,7 @@ func TestRenderErrors(t *testing.T) {
 			prepare: func(f *fixture) {
 				f.secrets.before = func() { f.gate.set(0, false) }
 			},
-			req:   &sitev1.IpxeScriptRequest{Mac: macRamdisk},
+			req:   &sitev1.IpxeScriptRequest{Mac: macRamdisk, Uuid: uuidRamdisk},
 			check: wantIs(ErrFenced),
 		},
 		{
@@ -169,7 +169,7 @@ func TestRenderErrors(t *testing.T) {
 		{
 			name:    "expired entry is unknown",
 			prepare: func(f *fixture) { f.srv.cfg.Now = func() time.Time { return t0.Add(5 * time.Hour) } },
-			req:     &sitev1.IpxeScriptRequest{Mac: macRamdisk},
+			req:     &sitev1.IpxeScriptRequest{Mac: macRamdisk, Uuid: uuidRamdisk},
 			check: func(t *testing.T, err error) {
 				var u *UnknownMachineError
 				if !errors.As(err, &u) {
@@ -182,39 +182,34 @@ func TestRenderErrors(t *testing.T) {
 			mutate: func(c *Config) {
 				c.Secrets = &countingSecrets{Secrets: failingSecrets{}}
 			},
-			req:   &sitev1.IpxeScriptRequest{Mac: macRamdisk},
+			req:   &sitev1.IpxeScriptRequest{Mac: macRamdisk, Uuid: uuidRamdisk},
 			check: wantSecret("env://BC_TOKEN"),
 		},
 		{
 			name:   "no resolver configured",
 			mutate: func(c *Config) { c.Secrets = nil },
-			req:    &sitev1.IpxeScriptRequest{Mac: macRamdisk},
+			req:    &sitev1.IpxeScriptRequest{Mac: macRamdisk, Uuid: uuidRamdisk},
 			check:  wantSecret("env://BC_TOKEN"),
 		},
 		{
 			name:   "no ramdisk profile",
 			mutate: func(c *Config) { c.Ramdisk = Ramdisk{} },
-			req:    &sitev1.IpxeScriptRequest{Mac: macRamdisk},
+			req:    &sitev1.IpxeScriptRequest{Mac: macRamdisk, Uuid: uuidRamdisk},
 			check:  wantEntry("no ramdisk profile"),
 		},
+		// The site state refuses such entries; the renderer still checks
+		// what a lookup hands it before it writes a script.
 		{
-			name: "entry script URL unsafe",
-			prepare: func(f *fixture) {
-				f.putOne(&sitev1.ProxyDhcpEntry{Mac: macChain, IpxeScriptUrl: "http://x/a${b}", NotAfter: timestamppb.New(t0.Add(time.Hour))})
-			},
-			req:   &sitev1.IpxeScriptRequest{Mac: macChain},
-			check: wantEntry("ipxe_script_url"),
+			name:   "entry script URL unsafe",
+			mutate: withEntry(bootentry.Entry{MAC: macChain, IPXEScriptURL: "http://x/a${b}", NotAfter: t0.Add(time.Hour)}),
+			req:    &sitev1.IpxeScriptRequest{Mac: macChain},
+			check:  wantEntry("ipxe_script_url"),
 		},
 		{
-			// The site state machine skips such an entry, so only a
-			// hand-made entry source can still hand one to the renderer.
-			name: "entry sanboot digest not 32 bytes",
-			mutate: func(c *Config) {
-				c.Entries = oneEntry{&statev1.StoredEntry{NodeId: "node-1", Entry: &sitev1.ProxyDhcpEntry{
-					Mac: macSanboot, SanbootSha256: []byte{1, 2}, NotAfter: timestamppb.New(t0.Add(time.Hour))}}}
-			},
-			req:   &sitev1.IpxeScriptRequest{Mac: macSanboot},
-			check: wantEntry("sanboot_sha256"),
+			name:   "entry sanboot digest not 32 bytes",
+			mutate: withEntry(bootentry.Entry{MAC: macSanboot, SanbootSHA256: "0102", NotAfter: t0.Add(time.Hour)}),
+			req:    &sitev1.IpxeScriptRequest{Mac: macSanboot},
+			check:  wantEntry("sanboot_sha256"),
 		},
 	}
 	for _, tt := range tests {
@@ -240,6 +235,19 @@ func TestRenderErrors(t *testing.T) {
 			}
 		})
 	}
+}
+
+// entryMap is a lookup that returns what it holds, for entries the real
+// site state would refuse to store.
+type entryMap map[string]bootentry.Entry
+
+func (m entryMap) Lookup(mac string, now time.Time) (bootentry.Entry, bool) {
+	e, ok := m[mac]
+	return e, ok && e.LiveAt(now)
+}
+
+func withEntry(e bootentry.Entry) func(*Config) {
+	return func(c *Config) { c.Entries = entryMap{e.MAC: e} }
 }
 
 type failingSecrets struct{}
@@ -289,7 +297,7 @@ func wantEntry(substr string) func(*testing.T, error) {
 
 func TestRenderNeedsBaseURL(t *testing.T) {
 	f := newFixture(t, func(c *Config) { c.BaseURL = "" })
-	if _, err := f.srv.Render(context.Background(), &sitev1.IpxeScriptRequest{Mac: macRamdisk}); err == nil {
+	if _, err := f.srv.Render(context.Background(), &sitev1.IpxeScriptRequest{Mac: macRamdisk, Uuid: uuidRamdisk}); err == nil {
 		t.Fatal("Render without a BaseURL succeeded")
 	}
 }
@@ -307,11 +315,4 @@ func TestRenderAtGivenBase(t *testing.T) {
 	if _, err := f.srv.RenderAt(context.Background(), &sitev1.IpxeScriptRequest{Mac: macChain}, "http://10.9.9.9/x?y=1"); !errors.As(err, &re) || re.Field != "base_url" {
 		t.Fatalf("RenderAt with a query in the base = %v; want a base_url RequestError", err)
 	}
-}
-
-// oneEntry is an entry source holding one entry, live whatever the time.
-type oneEntry struct{ se *statev1.StoredEntry }
-
-func (o oneEntry) Lookup(mac string, _ time.Time) (*statev1.StoredEntry, bool) {
-	return o.se, mac == o.se.GetEntry().GetMac()
 }

@@ -5,8 +5,8 @@ import (
 	"net/netip"
 	"net/url"
 
+	"github.com/siteboot/siteboot/bootentry"
 	sitev1 "github.com/siteboot/siteboot/gen/bettercompute/site/v1"
-	"github.com/siteboot/siteboot/site"
 )
 
 // Bounds on a request.
@@ -14,14 +14,6 @@ const (
 	maxQueryLen  = 2048
 	maxTokenLen  = 16 // buildarch, platform
 	maxSMBIOSLen = 256
-)
-
-// SMBIOS (DSP0134, System UUID) reserves these: all 00h means the system
-// has no UUID, all FFh that none is set. iPXE passes them on as they are;
-// they identify nothing, so they count as no UUID.
-const (
-	uuidNotPresent = "00000000-0000-0000-0000-000000000000"
-	uuidNotSet     = "ffffffff-ffff-ffff-ffff-ffffffffffff"
 )
 
 // parseQuery reads the /ipxe query (mac, uuid, buildarch, platform, serial,
@@ -62,16 +54,17 @@ func normalize(req *sitev1.IpxeScriptRequest) (*sitev1.IpxeScriptRequest, error)
 	if req.GetMac() == "" {
 		return nil, &RequestError{Field: "mac", Reason: "is required"}
 	}
-	mac, err := site.NormalizeMAC(req.GetMac())
+	mac, err := bootentry.NormalizeMAC(req.GetMac())
 	if err != nil {
 		return nil, &RequestError{Field: "mac", Reason: err.Error()}
 	}
 	n := &sitev1.IpxeScriptRequest{Mac: mac}
 	if req.GetUuid() != "" {
-		if n.Uuid, err = site.NormalizeUUID(req.GetUuid()); err != nil {
+		if n.Uuid, err = bootentry.NormalizeUUID(req.GetUuid()); err != nil {
 			return nil, &RequestError{Field: "uuid", Reason: err.Error()}
 		}
-		if n.Uuid == uuidNotPresent || n.Uuid == uuidNotSet {
+		// The SMBIOS "no UUID" values identify nothing: they count as none.
+		if bootentry.IsPlaceholderUUID(n.Uuid) {
 			n.Uuid = ""
 		}
 	}

@@ -8,8 +8,7 @@ import (
 )
 
 // initrdName is the name the ramdisk's initrd is fetched under; UEFI kernel
-// boot through iPXE finds it by the initrd=<name> parameter (PXE-NOTES
-// rule 13).
+// boot through iPXE finds it only by an initrd=<name> kernel parameter.
 const initrdName = "initrd"
 
 // Kernel parameters the ramdisk script sets (see README.md).
@@ -27,12 +26,14 @@ const (
 const maxCmdline = 2048
 
 // All script builders take values that are already safe (see escape.go):
-// URLs passed checkURL, MACs were normalised, parameters went through
-// argValue.
+// URLs passed bootentry.CheckScriptURL, MACs were normalised, parameters
+// went through argValue.
 
 // bootstrapScript is /boot.ipxe: a chain straight to this appliance's /ipxe
-// with the machine's identity (PXE-NOTES rule 9), after dhcp with retries
-// when iPXE has no address yet (rule 10). An iPXE that fetched this script
+// with the machine's identity (a script URL, never a first stage again, so
+// the chainload cannot loop), after dhcp with retries when iPXE has no
+// address yet (it may have taken an address-only offer and missed the
+// proxy one). An iPXE that fetched this script
 // has one: configuring the interface again cost about 16 s per boot in the
 // e2e tests, for nothing. SMBIOS strings are sent :uristring-encoded, as
 // they may hold spaces.
@@ -98,7 +99,7 @@ func ramdiskScript(base, mac, kernel, initrd, cmdline string, retry time.Duratio
 }
 
 // sanbootScript boots a cached image over HTTP; several base URLs make one
-// multipath sanboot line (PXE-NOTES rule 12).
+// multipath sanboot line (iPXE tries each URI of a sanboot line in turn).
 func sanbootScript(bases []string, digestHex string, retry time.Duration) string {
 	var b strings.Builder
 	b.WriteString("#!ipxe\n")

@@ -2,50 +2,12 @@ package site
 
 import (
 	"bytes"
-	"strings"
 	"testing"
 
 	sitev1 "github.com/siteboot/siteboot/gen/bettercompute/site/v1"
 	statev1 "github.com/siteboot/siteboot/gen/siteboot/state/v1"
 	"google.golang.org/protobuf/types/known/timestamppb"
 )
-
-func FuzzNormalizeMAC(f *testing.F) {
-	for _, s := range []string{"52:54:00:12:34:56", "5254.0012.3456", "525400123456", "52-54-00-12-34-56", "", "ff:ff:ff:ff:ff:ff"} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, s string) {
-		got, err := NormalizeMAC(s)
-		if err != nil {
-			return
-		}
-		if len(got) != 17 || strings.ToLower(got) != got {
-			t.Fatalf("NormalizeMAC(%q) = %q: not lowercase colon form", s, got)
-		}
-		again, err := NormalizeMAC(got)
-		if err != nil || again != got {
-			t.Fatalf("NormalizeMAC not idempotent: %q -> %q -> %q, %v", s, got, again, err)
-		}
-	})
-}
-
-func FuzzNormalizeUUID(f *testing.F) {
-	for _, s := range []string{"4c4c4544-0047-3510-8052-b4c04f4e3832", "{4C4C4544-0047-3510-8052-B4C04F4E3832}", "x"} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, s string) {
-		got, err := NormalizeUUID(s)
-		if err != nil {
-			return
-		}
-		if len(got) != 36 || strings.ToLower(got) != got {
-			t.Fatalf("NormalizeUUID(%q) = %q", s, got)
-		}
-		if again, err := NormalizeUUID(got); err != nil || again != got {
-			t.Fatalf("not idempotent: %q -> %q -> %q, %v", s, got, again, err)
-		}
-	})
-}
 
 // FuzzApplyCommand feeds arbitrary bytes to the state machine as a raft
 // log entry's site command. It must never panic; a command it refuses must

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/siteboot/siteboot/bootentry"
 	sitev1 "github.com/siteboot/siteboot/gen/bettercompute/site/v1"
 	statev1 "github.com/siteboot/siteboot/gen/siteboot/state/v1"
 	"google.golang.org/protobuf/proto"
@@ -22,12 +23,14 @@ import (
 const MaxEntries = 100_000
 
 // State is the site state machine: the entries keyed by MAC, with an index
-// by node. It is safe for concurrent use; Apply is called by one goroutine
-// (raft's FSM loop), reads by many. Stored messages are never mutated after
-// they are stored, so readers may hold on to them.
+// by node and the boot path's read model of each. It is safe for
+// concurrent use; Apply is called by one goroutine (raft's FSM loop), reads
+// by many. Stored messages are never mutated after they are stored, so
+// readers may hold on to them.
 type State struct {
 	mu     sync.RWMutex
 	byMAC  map[string]*statev1.StoredEntry
+	boot   map[string]bootentry.Entry // bootView of byMAC, same keys
 	byNode map[string]map[string]struct{}
 	spec   *sitev1.SiteSpec
 	images map[string]*statev1.ImageWant // by string(digest)
@@ -53,6 +56,7 @@ func WithLogger(l *slog.Logger) StateOption {
 func NewState(opts ...StateOption) *State {
 	s := &State{
 		byMAC:   make(map[string]*statev1.StoredEntry),
+		boot:    make(map[string]bootentry.Entry),
 		byNode:  make(map[string]map[string]struct{}),
 		images:  make(map[string]*statev1.ImageWant),
 		changed: make(chan struct{}, 1),
@@ -191,6 +195,7 @@ func (s *State) put(p *statev1.PutEntries, at *timestamppb.Timestamp) any {
 		e := v.entry
 		se := &statev1.StoredEntry{NodeId: p.GetNodeId(), Entry: e, CreatedAt: at}
 		s.byMAC[e.GetMac()] = se
+		s.boot[e.GetMac()] = bootView(se)
 		macs := s.byNode[p.GetNodeId()]
 		if macs == nil {
 			macs = make(map[string]struct{})
@@ -231,6 +236,7 @@ func (s *State) remove(macs []string) *CleanUpResult {
 	for _, mac := range macs {
 		node := s.byMAC[mac].GetNodeId()
 		delete(s.byMAC, mac)
+		delete(s.boot, mac)
 		delete(s.byNode[node], mac)
 		if len(s.byNode[node]) == 0 {
 			delete(s.byNode, node)
@@ -239,17 +245,18 @@ func (s *State) remove(macs []string) *CleanUpResult {
 	return &CleanUpResult{RemovedMACs: macs}
 }
 
-// Lookup returns the live entry for a normalised MAC: one whose not_after
-// lies after now. An expired entry is never returned, even before the
-// janitor purges it.
-func (s *State) Lookup(mac string, now time.Time) (*statev1.StoredEntry, bool) {
+// Lookup returns the boot path's view of the live entry for a normalised
+// MAC: one whose not_after lies after now. An expired entry is never
+// returned, even before the janitor purges it. It allocates nothing: the
+// view was built when the entry was stored.
+func (s *State) Lookup(mac string, now time.Time) (bootentry.Entry, bool) {
 	s.mu.RLock()
-	se, ok := s.byMAC[mac]
+	e, ok := s.boot[mac]
 	s.mu.RUnlock()
-	if !ok || !se.GetEntry().GetNotAfter().AsTime().After(now) {
-		return nil, false
+	if !ok || !e.LiveAt(now) {
+		return bootentry.Entry{}, false
 	}
-	return se, true
+	return e, true
 }
 
 // List returns the stored entries, live or not, of one node (or of every
@@ -320,11 +327,11 @@ func (s *State) RestoreState(data []byte) error {
 	if err := proto.Unmarshal(data, st); err != nil {
 		return fmt.Errorf("site: restore: %w", err)
 	}
-	byMAC, byNode := s.restoreEntries(st.GetEntries())
+	byMAC, boot, byNode := s.restoreEntries(st.GetEntries())
 	images := s.restoreImages(st.GetImages())
 	spec := s.restoreSpec(st.GetSpec())
 	s.mu.Lock()
-	s.byMAC, s.byNode, s.spec, s.images = byMAC, byNode, spec, images
+	s.byMAC, s.boot, s.byNode, s.spec, s.images = byMAC, boot, byNode, spec, images
 	s.mu.Unlock()
 	s.signal()
 	return nil

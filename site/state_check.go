@@ -3,6 +3,7 @@ package site
 import (
 	"errors"
 	"fmt"
+	"github.com/siteboot/siteboot/bootentry"
 	"slices"
 	"time"
 	"unicode/utf8"
@@ -135,8 +136,9 @@ func ValidateStoredEntry(se *statev1.StoredEntry) error {
 	return nil
 }
 
-func (s *State) restoreEntries(in []*statev1.StoredEntry) (map[string]*statev1.StoredEntry, map[string]map[string]struct{}) {
+func (s *State) restoreEntries(in []*statev1.StoredEntry) (map[string]*statev1.StoredEntry, map[string]bootentry.Entry, map[string]map[string]struct{}) {
 	byMAC := make(map[string]*statev1.StoredEntry, min(len(in), MaxEntries))
+	boot := make(map[string]bootentry.Entry, min(len(in), MaxEntries))
 	byNode := make(map[string]map[string]struct{})
 	var skipped []error
 	for i, raw := range in {
@@ -156,13 +158,14 @@ func (s *State) restoreEntries(in []*statev1.StoredEntry) (map[string]*statev1.S
 		}
 		mac := se.GetEntry().GetMac()
 		byMAC[mac] = se
+		boot[mac] = bootView(se)
 		if byNode[se.GetNodeId()] == nil {
 			byNode[se.GetNodeId()] = make(map[string]struct{})
 		}
 		byNode[se.GetNodeId()][mac] = struct{}{}
 	}
 	s.reportSkipped("snapshot_entry", skipped)
-	return byMAC, byNode
+	return byMAC, boot, byNode
 }
 
 func (s *State) restoreImages(in []*statev1.ImageWant) map[string]*statev1.ImageWant {

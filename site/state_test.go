@@ -75,7 +75,7 @@ func TestStorePrepareAndList(t *testing.T) {
 		t.Fatal(err)
 	}
 	got, ok := st.Lookup("52:54:00:00:00:0a", testNow)
-	if !ok || got.GetEntry().GetWorkflowId() != "w2" {
+	if !ok || got.WorkflowID != "w2" {
 		t.Fatalf("Lookup after replace = %v, %v; want workflow w2", got, ok)
 	}
 	if e, l, n := st.Counts(testNow); e != 3 || l != 3 || n != 2 {

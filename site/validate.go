@@ -3,9 +3,9 @@ package site
 import (
 	"fmt"
 	"net/url"
-	"strings"
 	"time"
 
+	"github.com/siteboot/siteboot/bootentry"
 	sitev1 "github.com/siteboot/siteboot/gen/bettercompute/site/v1"
 	"github.com/siteboot/siteboot/secretref"
 	"google.golang.org/protobuf/proto"
@@ -16,8 +16,6 @@ import (
 const (
 	MaxEntriesPerRequest = 256
 	maxIDLen             = 128
-	maxURLLen            = 2048
-	maxBootFileLen       = 255
 )
 
 // Limits are the validation settings that come from configuration.
@@ -126,25 +124,25 @@ func (s *entrySet) add(i int, e *sitev1.ProxyDhcpEntry, notAfter notAfterPolicy)
 // caller's policy.
 func normalizeEntry(field string, in *sitev1.ProxyDhcpEntry) (*sitev1.ProxyDhcpEntry, error) {
 	e := proto.CloneOf(in)
-	mac, err := NormalizeMAC(in.GetMac())
+	mac, err := bootentry.NormalizeMAC(in.GetMac())
 	if err != nil {
 		return nil, fieldErr(field+".mac", "%v", err)
 	}
 	e.Mac = mac
 	if in.GetProductUuid() != "" {
-		if e.ProductUuid, err = NormalizeUUID(in.GetProductUuid()); err != nil {
+		if e.ProductUuid, err = bootentry.CheckProductUUID(in.GetProductUuid()); err != nil {
 			return nil, fieldErr(field+".product_uuid", "%v", err)
 		}
 	}
 	if _, known := sitev1.BootArch_name[int32(in.GetArch())]; !known {
 		return nil, fieldErr(field+".arch", "unknown boot arch %d", in.GetArch())
 	}
-	if err := validateBootFile(field+".boot_file", in.GetBootFile()); err != nil {
-		return nil, err
+	if err := bootentry.CheckBootFile(in.GetBootFile()); err != nil {
+		return nil, fieldErr(field+".boot_file", "%v", err)
 	}
 	if in.GetIpxeScriptUrl() != "" {
-		if err := validateHTTPURL(field+".ipxe_script_url", in.GetIpxeScriptUrl()); err != nil {
-			return nil, err
+		if err := bootentry.CheckScriptURL(in.GetIpxeScriptUrl()); err != nil {
+			return nil, fieldErr(field+".ipxe_script_url", "%v", err)
 		}
 	}
 	if err := validateID(field+".workflow_id", in.GetWorkflowId()); err != nil {
@@ -155,8 +153,8 @@ func normalizeEntry(field string, in *sitev1.ProxyDhcpEntry) (*sitev1.ProxyDhcpE
 			return nil, fieldErr(field+".discovery_token_ref", "%v", err)
 		}
 	}
-	if d := in.GetSanbootSha256(); d != nil && len(d) != 32 {
-		return nil, fieldErr(field+".sanboot_sha256", "is %d bytes; a SHA-256 digest is 32", len(d))
+	if err := bootentry.CheckSanbootSHA256(in.GetSanbootSha256()); err != nil {
+		return nil, fieldErr(field+".sanboot_sha256", "%v", err)
 	}
 	return e, nil
 }
@@ -181,31 +179,11 @@ func validateNotAfter(field string, ts *timestamppb.Timestamp, now time.Time, li
 	return timestamppb.New(t), nil
 }
 
-func validateBootFile(field, name string) error {
-	if name == "" {
-		return nil
-	}
-	if len(name) > maxBootFileLen {
-		return fieldErr(field, "longer than %d characters", maxBootFileLen)
-	}
-	if strings.HasPrefix(name, "http://") || strings.HasPrefix(name, "https://") {
-		return validateHTTPURL(field, name)
-	}
-	for _, c := range name {
-		ok := c == '.' || c == '_' || c == '-' || c == '/' ||
-			(c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9')
-		if !ok {
-			return fieldErr(field, "%q has character %q; a boot file name uses letters, digits and . _ - /", name, c)
-		}
-	}
-	for _, part := range strings.Split(name, "/") {
-		if part == "" || part == "." || part == ".." {
-			return fieldErr(field, "%q is not a plain relative file name", name)
-		}
-	}
-	return nil
-}
+// maxURLLen bounds a cache image URL.
+const maxURLLen = 2048
 
+// validateHTTPURL checks a URL the appliance itself fetches (a cache
+// image's origin); URLs that reach a machine follow bootentry's rules.
 func validateHTTPURL(field, s string) error {
 	if len(s) > maxURLLen {
 		return fieldErr(field, "longer than %d characters", maxURLLen)
@@ -240,7 +218,7 @@ func ValidateCleanUp(in *sitev1.BootCleanUpRequest) (*sitev1.BootCleanUpRequest,
 	}
 	out := &sitev1.BootCleanUpRequest{NodeId: in.GetNodeId(), WorkflowId: in.GetWorkflowId()}
 	for i, m := range in.GetMacs() {
-		mac, err := NormalizeMAC(m)
+		mac, err := bootentry.NormalizeMAC(m)
 		if err != nil {
 			return nil, fieldErr(fmt.Sprintf("macs[%d]", i), "%v", err)
 		}

@@ -16,60 +16,6 @@ var testNow = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 
 var testLimits = Limits{DefaultTTL: 24 * time.Hour, MaxTTL: 30 * 24 * time.Hour}
 
-func TestNormalizeMAC(t *testing.T) {
-	tests := []struct {
-		in, want string
-		wantErr  string
-	}{
-		{in: "52:54:00:12:34:56", want: "52:54:00:12:34:56"},
-		{in: "52:54:00:AB:CD:EF", want: "52:54:00:ab:cd:ef"},
-		{in: "52-54-00-AB-CD-EF", want: "52:54:00:ab:cd:ef"},
-		{in: "5254.00ab.cdef", want: "52:54:00:ab:cd:ef"},
-		{in: "525400ABCDEF", want: "52:54:00:ab:cd:ef"},
-		{in: " 52:54:00:ab:cd:ef ", want: "52:54:00:ab:cd:ef"},
-		{in: "", wantErr: "is not a MAC address"},
-		{in: "zz:54:00:ab:cd:ef", wantErr: "is not a MAC address"},
-		{in: "52:54:00:ab:cd", wantErr: "is not a MAC address"},
-		{in: "52:54:00:ab:cd:ef:01:02", wantErr: "6-byte"},
-		{in: "01:00:5e:00:00:01", wantErr: "multicast"},
-		{in: "ff:ff:ff:ff:ff:ff", wantErr: "multicast"},
-		{in: "00:00:00:00:00:00", wantErr: "all-zero"},
-		{in: "52:54:00:ab:cd:ef\n", want: "52:54:00:ab:cd:ef"},
-		{in: "52:54:00:ab:cd:ef;reboot", wantErr: "is not a MAC address"},
-	}
-	for _, tt := range tests {
-		got, err := NormalizeMAC(tt.in)
-		if tt.wantErr != "" {
-			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-				t.Errorf("NormalizeMAC(%q) = %q, %v; want error containing %q", tt.in, got, err, tt.wantErr)
-			}
-			continue
-		}
-		if err != nil || got != tt.want {
-			t.Errorf("NormalizeMAC(%q) = %q, %v; want %q", tt.in, got, err, tt.want)
-		}
-	}
-}
-
-func TestNormalizeUUID(t *testing.T) {
-	const want = "4c4c4544-0047-3510-8052-b4c04f4e3832"
-	for _, in := range []string{
-		"4C4C4544-0047-3510-8052-B4C04F4E3832",
-		"4c4c454400473510 8052b4c04f4e3832"[:16] + "8052b4c04f4e3832",
-		"{4c4c4544-0047-3510-8052-b4c04f4e3832}",
-		"urn:uuid:4c4c4544-0047-3510-8052-b4c04f4e3832",
-	} {
-		if got, err := NormalizeUUID(in); err != nil || got != want {
-			t.Errorf("NormalizeUUID(%q) = %q, %v; want %q", in, got, err, want)
-		}
-	}
-	for _, in := range []string{"", "4c4c4544", "4c4c4544-0047-3510-8052-b4c04f4e383z", "4c4c45440-047-3510-8052-b4c04f4e3832"} {
-		if got, err := NormalizeUUID(in); err == nil {
-			t.Errorf("NormalizeUUID(%q) = %q, want an error", in, got)
-		}
-	}
-}
-
 func entry(mods ...func(*sitev1.ProxyDhcpEntry)) *sitev1.ProxyDhcpEntry {
 	e := &sitev1.ProxyDhcpEntry{Mac: "52:54:00:12:34:56"}
 	for _, m := range mods {
@@ -104,6 +50,12 @@ func TestValidateEntriesRefusals(t *testing.T) {
 		{"script url ftp", "n1", []*sitev1.ProxyDhcpEntry{entry(func(e *sitev1.ProxyDhcpEntry) { e.IpxeScriptUrl = "ftp://h/x" })}, "entries[0].ipxe_script_url", "absolute http"},
 		{"script url no host", "n1", []*sitev1.ProxyDhcpEntry{entry(func(e *sitev1.ProxyDhcpEntry) { e.IpxeScriptUrl = "http:///x" })}, "entries[0].ipxe_script_url", "no host"},
 		{"script url userinfo", "n1", []*sitev1.ProxyDhcpEntry{entry(func(e *sitev1.ProxyDhcpEntry) { e.IpxeScriptUrl = "https://u:p@h/x" })}, "entries[0].ipxe_script_url", "credentials"},
+		{"script url expansion", "n1", []*sitev1.ProxyDhcpEntry{entry(func(e *sitev1.ProxyDhcpEntry) { e.IpxeScriptUrl = "https://h/${net0/mac}" })}, "entries[0].ipxe_script_url", "character '$'"},
+		{"script url space", "n1", []*sitev1.ProxyDhcpEntry{entry(func(e *sitev1.ProxyDhcpEntry) { e.IpxeScriptUrl = "https://h/a b" })}, "entries[0].ipxe_script_url", "character ' '"},
+		{"boot file url space", "n1", []*sitev1.ProxyDhcpEntry{entry(func(e *sitev1.ProxyDhcpEntry) { e.BootFile = "http://h/a b.efi" })}, "entries[0].boot_file", "character ' '"},
+		{"boot file url expansion", "n1", []*sitev1.ProxyDhcpEntry{entry(func(e *sitev1.ProxyDhcpEntry) { e.BootFile = "http://h/${x}.efi" })}, "entries[0].boot_file", "character '$'"},
+		{"boot file name too long", "n1", []*sitev1.ProxyDhcpEntry{entry(func(e *sitev1.ProxyDhcpEntry) { e.BootFile = strings.Repeat("a", 65) })}, "entries[0].boot_file", "at most 64"},
+		{"placeholder uuid", "n1", []*sitev1.ProxyDhcpEntry{entry(func(e *sitev1.ProxyDhcpEntry) { e.ProductUuid = "00000000-0000-0000-0000-000000000000" })}, "entries[0].product_uuid", "no UUID"},
 		{"bad workflow", "n1", []*sitev1.ProxyDhcpEntry{entry(func(e *sitev1.ProxyDhcpEntry) { e.WorkflowId = "wf\n1" })}, "entries[0].workflow_id", "character"},
 		{"bad token ref", "n1", []*sitev1.ProxyDhcpEntry{entry(func(e *sitev1.ProxyDhcpEntry) { e.DiscoveryTokenRef = "plaintext-token" })}, "entries[0].discovery_token_ref", "secret ref"},
 		{"short digest", "n1", []*sitev1.ProxyDhcpEntry{entry(func(e *sitev1.ProxyDhcpEntry) { e.SanbootSha256 = make([]byte, 31) })}, "entries[0].sanboot_sha256", "31 bytes"},

@@ -3,6 +3,7 @@ package main
 import (
 	"github.com/siteboot/siteboot/appliance"
 	"log/slog"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -106,6 +107,8 @@ func TestConfigErrorsNameTheKey(t *testing.T) {
 		{"tftp enabled env", "", map[string]string{"SITEBOOT_TFTP_ENABLED": "yes"}, "tftp.enabled"},
 		{"advertise ip", "dhcp:\n  advertise_ip: fe80::1\n", nil, "dhcp.advertise_ip"},
 		{"cache capacity", "cache:\n  capacity: lots\n", nil, "cache.capacity"},
+		{"relay not a cidr", "dhcp:\n  relays: [10.1.0.0/24, relay-a]\n", nil, `dhcp.relays: "relay-a" is not an IPv4 CIDR`},
+		{"relay ipv6", "", map[string]string{"SITEBOOT_DHCP_RELAYS": "fd00::/64"}, "dhcp.relays"},
 		{"interfaces env list", "", map[string]string{"SITEBOOT_DHCP_INTERFACES": "eth0,eth1", "SITEBOOT_LOG_LEVEL": "loud"}, "log.level"},
 		{"raft bind without tls", "lease:\n  raft:\n    bind: 10.0.0.2:7390\n", nil, "lease.raft.bind: \"10.0.0.2:7390\" is not a loopback address"},
 		{"raft bind env without tls", "", map[string]string{"SITEBOOT_LEASE_RAFT_BIND": "192.0.2.2:7390"}, "lease.raft.bind"},
@@ -126,6 +129,17 @@ func TestConfigErrorsNameTheKey(t *testing.T) {
 				t.Fatalf("error = %v; want containing %q", err, tt.want)
 			}
 		})
+	}
+}
+
+func TestConfigRelays(t *testing.T) {
+	got, err := appliance.ParseRelays([]string{"10.1.0.0/24", "10.2.0.7", "10.3.1.9/16"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []netip.Prefix{netip.MustParsePrefix("10.1.0.0/24"), netip.MustParsePrefix("10.2.0.7/32"), netip.MustParsePrefix("10.3.0.0/16")}
+	if diff := cmp.Diff(want, got, cmp.Comparer(func(a, b netip.Prefix) bool { return a == b })); diff != "" {
+		t.Errorf("parseRelays (-want +got):\n%s", diff)
 	}
 }
 

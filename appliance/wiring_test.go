@@ -1,0 +1,29 @@
+package appliance
+
+import (
+	"github.com/siteboot/siteboot/dhcpproxy"
+	"github.com/siteboot/siteboot/discovery"
+	"github.com/siteboot/siteboot/images"
+	"github.com/siteboot/siteboot/ipxe"
+	"github.com/siteboot/siteboot/lease"
+	"github.com/siteboot/siteboot/secretref"
+	"github.com/siteboot/siteboot/site"
+)
+
+// The parts the appliance wires together satisfy the interfaces their
+// consumers declare, without adapters. The checks live here, with the
+// wiring, so that no consumer imports a producer only to assert this.
+var (
+	_ dhcpproxy.Entries   = (*site.State)(nil)
+	_ dhcpproxy.Gate      = (*lease.Node)(nil)
+	_ dhcpproxy.Discovery = (*discovery.Ledger)(nil)
+	_ dhcpproxy.Observer  = (*discovery.Observations)(nil)
+	_ dhcpproxy.BootFiles = (*images.Set)(nil)
+
+	_ ipxe.Entries   = (*site.State)(nil)
+	_ ipxe.Gate      = (*lease.Node)(nil)
+	_ ipxe.Discovery = (*discovery.Ledger)(nil)
+	_ ipxe.Observed  = (*discovery.Observations)(nil)
+	_ ipxe.Signer    = (*discovery.Signer)(nil)
+	_ ipxe.Secrets   = secretref.Resolver{}
+)

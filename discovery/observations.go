@@ -1,0 +1,108 @@
+package discovery
+
+import (
+	"net/netip"
+	"sync"
+	"time"
+)
+
+// Defaults of ObservationsConfig.
+const (
+	DefaultObservationsMax    = 16384
+	DefaultObservationsMaxAge = 10 * time.Minute
+)
+
+// ObservationsConfig configures Observations.
+type ObservationsConfig struct {
+	// Max bounds the MACs remembered (DefaultObservationsMax if zero);
+	// the oldest half is forgotten at once when it is reached.
+	Max int
+	// MaxAge is how long an observation counts (DefaultObservationsMaxAge
+	// if zero): longer than a boot takes from its DHCP request to the
+	// script request.
+	MaxAge time.Duration
+}
+
+// Observation is what the latest DHCP request from a MAC said.
+type Observation struct {
+	// ProductUUID is option 97's UUID, normalised; "" when it had none.
+	ProductUUID string
+	// Arch is the client arch name; "" when unknown.
+	Arch string
+	// Relay is the relay it came through; the zero Addr when direct.
+	Relay netip.Addr
+	// At is when it arrived.
+	At time.Time
+}
+
+// Observations remembers, for a bounded number of machines that have an
+// entry, what their latest DHCP request said, so that a signed assertion
+// can carry what this appliance saw on the provisioning path rather than
+// what an HTTP query claims. The DHCP proxy feeds it (Observe is a map
+// update under a mutex, allocation-free for a MAC it holds); the script
+// renderer reads it (LastSeen). It lives in memory only. Safe for
+// concurrent use.
+type Observations struct {
+	cfg ObservationsConfig
+
+	mu        sync.Mutex
+	cur, prev map[string]Observation // two generations of at most Max/2 each
+}
+
+// NewObservations returns an empty store.
+func NewObservations(cfg ObservationsConfig) *Observations {
+	if cfg.Max <= 1 {
+		cfg.Max = DefaultObservationsMax
+	}
+	if cfg.MaxAge <= 0 {
+		cfg.MaxAge = DefaultObservationsMaxAge
+	}
+	return &Observations{cfg: cfg, cur: make(map[string]Observation)}
+}
+
+// Observe notes one DHCP request of a machine with an entry. A sighting
+// without a valid MAC, or with values too long to be what they claim, is
+// ignored.
+func (o *Observations) Observe(s Sighting) {
+	if !isMAC(s.MAC) || len(s.ProductUUID) > uuidLen || len(s.Arch) > maxArchLen {
+		return
+	}
+	ob := Observation{ProductUUID: s.ProductUUID, Arch: s.Arch, At: s.At}
+	if ip4 := s.Relay.To4(); ip4 != nil && !ip4.IsUnspecified() {
+		ob.Relay = netip.AddrFrom4([4]byte(ip4))
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if _, ok := o.cur[s.MAC]; !ok && len(o.cur) >= o.cfg.Max/2 {
+		o.prev, o.cur = o.cur, make(map[string]Observation, o.cfg.Max/2)
+	}
+	o.cur[s.MAC] = ob
+}
+
+// LastSeen returns the latest observation of mac (lowercase colon form) if
+// it is at most MaxAge old at now.
+func (o *Observations) LastSeen(mac string, now time.Time) (Observation, bool) {
+	o.mu.Lock()
+	ob, ok := o.cur[mac]
+	if !ok {
+		ob, ok = o.prev[mac]
+	}
+	o.mu.Unlock()
+	if !ok || now.Sub(ob.At) > o.cfg.MaxAge || ob.At.After(now.Add(o.cfg.MaxAge)) {
+		return Observation{}, false
+	}
+	return ob, true
+}
+
+// Len returns how many MACs the store remembers.
+func (o *Observations) Len() int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	n := len(o.cur)
+	for mac := range o.prev {
+		if _, dup := o.cur[mac]; !dup {
+			n++
+		}
+	}
+	return n
+}
