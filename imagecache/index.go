@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/siteboot/siteboot/internal/atomicfile"
 )
 
 const indexVersion = 1
@@ -57,7 +59,10 @@ func (c *Cache) persist() error {
 	if err != nil {
 		return fmt.Errorf("imagecache: encode index: %w", err)
 	}
-	return writeFileAtomic(c.indexPath(), data, true)
+	if err := atomicfile.Write(c.indexPath(), data); err != nil {
+		return fmt.Errorf("imagecache: write index: %w", err)
+	}
+	return nil
 }
 
 // persistLogged is persist for paths that have no caller to return to.
@@ -115,7 +120,7 @@ func readIndex(path string) (indexFile, error) {
 }
 
 // fromIndex rebuilds an entry's metadata; the caller decides its state.
-func fromIndex(im indexImage) (*entry, error) {
+func (c *Cache) fromIndex(im indexImage) (*entry, error) {
 	d, err := ParseDigest(im.SHA256)
 	if err != nil {
 		return nil, err
@@ -124,13 +129,11 @@ func fromIndex(im indexImage) (*entry, error) {
 	if err != nil {
 		return nil, fmt.Errorf("imagecache: index: source sha256 of %s: %w", im.SHA256, err)
 	}
-	w := Want{URL: im.URL, SHA256: d, Format: im.Format, ImageID: im.ImageID,
-		Compression: im.Compression, SourceSHA256: src}
-	e := &entry{digest: d, want: w, size: im.Size, lastUsed: im.LastUsed,
-		reason: im.Reason, listed: im.Listed, added: im.Added}
-	e.total.Store(-1)
 	if len(src) == 0 {
-		e.want.SourceSHA256 = nil
+		src = nil
 	}
+	e := c.newEntry(Want{URL: im.URL, SHA256: d, Format: im.Format, ImageID: im.ImageID,
+		Compression: im.Compression, SourceSHA256: src})
+	e.size, e.lastUsed, e.reason, e.listed, e.added = im.Size, im.LastUsed, im.Reason, im.Listed, im.Added
 	return e, nil
 }

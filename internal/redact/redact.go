@@ -1,7 +1,8 @@
 // Package redact makes text fit for logs, errors and status views: URL
 // drops what in a URL can be a credential (user info, the query of a
-// pre-signed URL, the fragment), and Clip bounds the length of text a
-// client or an origin chose. Every URL the appliance logs goes through URL.
+// pre-signed URL, the fragment), URLError takes the whole URL out of an
+// HTTP client's error, and Clip bounds the length of text a client or an
+// origin chose. Every URL the appliance logs goes through URL.
 package redact
 
 import "net/url"
@@ -32,4 +33,14 @@ func Clip(s string) string {
 		return s
 	}
 	return s[:maxClip] + "…"
+}
+
+// URLError is err without the *url.Error that net/http's client and
+// url.Parse return: its text is the whole URL, query included. The caller
+// names the URL with URL.
+func URLError(err error) error {
+	if ue, ok := err.(*url.Error); ok {
+		return ue.Err
+	}
+	return err
 }

@@ -24,6 +24,16 @@ func TestURL(t *testing.T) {
 	}
 }
 
+func TestURLError(t *testing.T) {
+	_, err := url.Parse("http://h/a?sig=s3cr3t\x7f")
+	if err == nil || !strings.Contains(err.Error(), "s3cr3t") {
+		t.Fatalf("url.Parse error %v: the test needs one that names the URL", err)
+	}
+	if got := URLError(err); strings.Contains(got.Error(), "s3cr3t") {
+		t.Errorf("URLError = %q, still naming the URL", got)
+	}
+}
+
 func TestClip(t *testing.T) {
 	if got := Clip("short"); got != "short" {
 		t.Errorf("Clip(short) = %q", got)

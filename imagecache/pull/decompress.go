@@ -1,4 +1,4 @@
-package imagecache
+package pull
 
 import (
 	"bytes"
@@ -38,18 +38,18 @@ func (j *job) attemptDecompress(ctx context.Context) error {
 	src := sha256.New()
 	in := &readErr{r: body}
 	tee := io.TeeReader(in, src)
-	dec, closeDec, err := newDecoder(j.want.Compression, tee)
+	dec, closeDec, err := newDecoder(j.req.Compression, tee)
 	if err != nil {
-		return in.blame(err, j.want.Compression)
+		return in.blame(err, j.req.Compression)
 	}
 	defer closeDec()
 	if err := j.copyFrom(dec); err != nil {
-		return in.blame(err, j.want.Compression)
+		return in.blame(err, j.req.Compression)
 	}
 	if n, _ := io.Copy(io.Discard, io.LimitReader(tee, 1<<20)); n > 0 {
-		return permanentf("%d bytes of trailing data after the %s stream", n, j.want.Compression)
+		return permanentf("%d bytes of trailing data after the %s stream", n, j.req.Compression)
 	}
-	if s := j.want.SourceSHA256; len(s) > 0 && !bytes.Equal(src.Sum(nil), s) {
+	if s := j.req.SourceSHA256; len(s) > 0 && !bytes.Equal(src.Sum(nil), s) {
 		return permanent(fmt.Errorf("%w: compressed bytes have sha256 %x, want %x", errDigest, src.Sum(nil), s))
 	}
 	return nil
@@ -57,13 +57,13 @@ func (j *job) attemptDecompress(ctx context.Context) error {
 
 func newDecoder(kind string, r io.Reader) (io.Reader, func(), error) {
 	switch kind {
-	case CompressionZstd:
+	case Zstd:
 		d, err := zstd.NewReader(r, zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxWindow(maxZstdWindow))
 		if err != nil {
 			return nil, nil, err
 		}
 		return d, d.Close, nil
-	case CompressionGzip:
+	case Gzip:
 		g, err := gzip.NewReader(r)
 		if err != nil {
 			return nil, nil, err

@@ -1,15 +1,12 @@
-package imagecache
+package serve
 
 import (
 	"bufio"
 	"context"
 	"errors"
 	"io"
-	"log/slog"
 	"net"
-	"net/http"
 	"os"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -38,7 +35,7 @@ type ListenerConfig struct {
 // the response head, one sendfile of the range.
 type Listener struct {
 	inner   net.Listener
-	c       *Cache
+	s       *Server
 	cfg     ListenerConfig
 	handoff chan net.Conn
 	done    chan struct{}
@@ -56,7 +53,7 @@ type Listener struct {
 
 // Listener wraps ln. Serve it with an http.Server whose handler mounts
 // Handler on PathPrefix; Close it through the server, then Shutdown it.
-func (c *Cache) Listener(ln net.Listener, cfg ListenerConfig) *Listener {
+func (s *Server) Listener(ln net.Listener, cfg ListenerConfig) *Listener {
 	if cfg.ReadHeaderTimeout <= 0 {
 		cfg.ReadHeaderTimeout = 10 * time.Second
 	}
@@ -64,12 +61,12 @@ func (c *Cache) Listener(ln net.Listener, cfg ListenerConfig) *Listener {
 		cfg.IdleTimeout = 2 * time.Minute
 	}
 	l := &Listener{
-		inner: ln, c: c, cfg: cfg,
+		inner: ln, s: s, cfg: cfg,
 		handoff: make(chan net.Conn),
 		done:    make(chan struct{}),
 		conns:   make(map[net.Conn]bool),
-		ok200:   c.m.requests.WithLabelValues("200"),
-		ok206:   c.m.requests.WithLabelValues("206"),
+		ok200:   s.m.Requests.WithLabelValues("200"),
+		ok206:   s.m.Requests.WithLabelValues("206"),
 	}
 	l.wg.Add(1)
 	go l.acceptLoop()
@@ -142,7 +139,7 @@ func (l *Listener) acceptLoop() {
 			var ne net.Error
 			if errors.As(err, &ne) && ne.Timeout() || isTemporary(err) {
 				delay = min(max(2*delay, 5*time.Millisecond), time.Second)
-				l.c.log.Warn("imagecache: accept failed; retrying", "err", err, "in", delay)
+				l.s.log.Warn("imagecache: accept failed; retrying", "err", err, "in", delay)
 				select {
 				case <-time.After(delay):
 					continue
@@ -196,179 +193,11 @@ func (l *Listener) untrack(conn net.Conn) {
 	l.mu.Unlock()
 }
 
-// readBufSize holds any request head iPXE, curl or a browser sends for a
-// cache path; a larger head is net/http's to read.
-const readBufSize = 4096
-
-func (l *Listener) serveConn(conn net.Conn) {
-	defer l.wg.Done()
-	br := bufio.NewReaderSize(conn, readBufSize)
-	var out []byte
-	timeout := l.cfg.ReadHeaderTimeout
-	for {
-		_ = conn.SetReadDeadline(time.Now().Add(timeout))
-		if _, err := br.Peek(1); err != nil {
-			break
-		}
-		timeout = l.cfg.IdleTimeout
-		if !l.track(conn, true) {
-			break
-		}
-		_ = conn.SetReadDeadline(time.Now().Add(l.cfg.ReadHeaderTimeout))
-		head, err := readHead(br)
-		if err != nil && err != errTooBig {
-			break
-		}
-		next := handOff
-		var h reqHead
-		if err == nil {
-			var ok bool
-			if h, ok = parseHead(head); ok {
-				out, next = l.serve(conn, br, len(head), h, out[:0])
-			}
-		}
-		if next == handOff {
-			l.handOff(conn, br)
-			return
-		}
-		if next == drop || h.close || !l.track(conn, false) {
-			break
-		}
-	}
-	l.untrack(conn)
-	conn.Close()
-}
-
-// outcome is what follows a request on a fast connection.
-type outcome int
-
-const (
-	handOff outcome = iota // the request is unread: net/http answers it
-	keep                   // answered: read the next request
-	drop                   // the response was cut short: close
-)
-
-// serve answers one parsed request if the image is ready and the answer is
-// a 200 or 206, and otherwise leaves it unread for net/http. A failure
-// after the response head went out drops the connection, as net/http
-// does.
-func (l *Listener) serve(conn net.Conn, br *bufio.Reader, headLen int, h reqHead, out []byte) ([]byte, outcome) {
-	c := l.c
-	e, f, state, err := c.acquire(h.digest)
-	if err != nil || e == nil || state != StateReady {
-		return out, handOff
-	}
-	defer c.release(e)
-	defer f.Close()
-	size := e.size
-	if fi, err := f.Stat(); err != nil || fi.Size() != size {
-		return out, handOff // Handler logs it and answers 500
-	}
-	etag := `"` + hexOf(e.digest) + `"`
-	code, rng := h.conds.answer(h.get, etag, size)
-	if code != http.StatusOK && code != http.StatusPartialContent {
-		return out, handOff
-	}
-	if _, err := br.Discard(headLen); err != nil {
-		return out, handOff
-	}
-	_ = conn.SetReadDeadline(time.Time{})
-	out = l.appendHead(out, code, etag, rng, size, h.close)
-	c.m.fastServed.Inc()
-	if code == http.StatusOK {
-		l.ok200.Inc()
-	} else {
-		l.ok206.Inc()
-	}
-	if _, err := conn.Write(out); err != nil {
-		return out, l.cut(e, rng, 0, err)
-	}
-	if !h.get || rng.length == 0 {
-		l.logServed(conn, e, h, code, rng.start, 0)
-		return out, keep
-	}
-	if _, err := f.Seek(rng.start, io.SeekStart); err != nil {
-		return out, l.cut(e, rng, 0, err)
-	}
-	n, err := io.CopyN(conn, f, rng.length) // conn.ReadFrom: sendfile
-	c.m.bytesServed.Add(float64(n))
-	if err != nil {
-		return out, l.cut(e, rng, n, err)
-	}
-	l.logServed(conn, e, h, code, rng.start, n)
-	return out, keep
-}
-
-// logServed logs what Handler logs for an answer, at Debug, plus the path.
-func (l *Listener) logServed(conn net.Conn, e *entry, h reqHead, code int, start, n int64) {
-	if !l.c.log.Enabled(context.Background(), slog.LevelDebug) {
-		return
-	}
-	method := http.MethodHead
-	if h.get {
-		method = http.MethodGet
-	}
-	l.c.log.Debug("imagecache: served", "sha256", hexOf(e.digest), "method", method, "code", code,
-		"start", start, "bytes", n, "remote", conn.RemoteAddr().String(), "via", "fast path")
-}
-
-// cut logs a response that could not be finished; its connection is
-// dropped, and the client sees a short body, as from net/http.
-func (l *Listener) cut(e *entry, rng byteRange, sent int64, err error) outcome {
-	l.c.log.Debug("imagecache: response cut short", "sha256", hexOf(e.digest), "sent", sent, "want", rng.length, "err", err)
-	return drop
-}
-
-// appendHead appends the response head net/http would send for the same
-// answer from Handler.
-func (l *Listener) appendHead(b []byte, code int, etag string, rng byteRange, size int64, close bool) []byte {
-	if code == http.StatusPartialContent {
-		b = append(b, "HTTP/1.1 206 Partial Content\r\n"...)
-	} else {
-		b = append(b, "HTTP/1.1 200 OK\r\n"...)
-	}
-	b = append(b, "Accept-Ranges: bytes\r\nCache-Control: public, max-age=31536000, immutable\r\n"...)
-	if close {
-		b = append(b, "Connection: close\r\n"...)
-	}
-	b = append(b, "Content-Length: "...)
-	b = strconv.AppendInt(b, rng.length, 10)
-	if code == http.StatusPartialContent {
-		b = append(b, "\r\nContent-Range: bytes "...)
-		b = strconv.AppendInt(b, rng.start, 10)
-		b = append(b, '-')
-		b = strconv.AppendInt(b, rng.start+rng.length-1, 10)
-		b = append(b, '/')
-		b = strconv.AppendInt(b, size, 10)
-	}
-	b = append(b, "\r\nContent-Type: application/octet-stream\r\nDate: "...)
-	b = append(b, l.now()...)
-	b = append(b, "\r\nEtag: "...)
-	b = append(b, etag...)
-	return append(b, "\r\nX-Content-Type-Options: nosniff\r\n\r\n"...)
-}
-
-// httpDate is the Date header value of one second.
-type httpDate struct {
-	unix int64
-	text string
-}
-
-func (l *Listener) now() string {
-	t := time.Now()
-	if d := l.date.Load(); d != nil && d.unix == t.Unix() {
-		return d.text
-	}
-	d := &httpDate{unix: t.Unix(), text: t.UTC().Format(http.TimeFormat)}
-	l.date.Store(d)
-	return d.text
-}
-
 // handOff gives conn, with the bytes br read ahead, to net/http.
 func (l *Listener) handOff(conn net.Conn, br *bufio.Reader) {
 	l.untrack(conn)
 	_ = conn.SetReadDeadline(time.Time{})
-	l.c.m.fastHanded.Inc()
+	l.s.m.FastHandoffs.Inc()
 	hc := &handedConn{Conn: conn, r: br}
 	select {
 	case l.handoff <- hc:

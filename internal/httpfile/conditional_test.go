@@ -1,4 +1,4 @@
-package imagecache
+package httpfile
 
 import (
 	"testing"

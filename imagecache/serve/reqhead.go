@@ -1,10 +1,11 @@
-package imagecache
+package serve
 
 import (
 	"bufio"
 	"bytes"
 	"errors"
 
+	"github.com/siteboot/siteboot/internal/httpfile"
 	"golang.org/x/net/http/httpguts"
 )
 
@@ -17,7 +18,7 @@ type reqHead struct {
 	get    bool     // GET, else HEAD
 	digest [32]byte // from the request target
 	close  bool     // Connection: close
-	conds  conds
+	conds  httpfile.Conds
 }
 
 var (
@@ -108,13 +109,13 @@ func parseHead(b []byte) (h reqHead, ok bool) {
 				return h, false
 			}
 		case equalFold(name, "Range"):
-			h.conds.rng, h.conds.nRange = string(value), h.conds.nRange+1
+			h.conds.Range, h.conds.NRange = string(value), h.conds.NRange+1
 		case equalFold(name, "If-Range"):
-			h.conds.ifRange, h.conds.nIfRange = string(value), h.conds.nIfRange+1
+			h.conds.IfRange, h.conds.NIfRange = string(value), h.conds.NIfRange+1
 		case equalFold(name, "If-Match"):
-			h.conds.ifMatch, nIfMatch = string(value), nIfMatch+1
+			h.conds.IfMatch, nIfMatch = string(value), nIfMatch+1
 		case equalFold(name, "If-None-Match"):
-			h.conds.ifNoneMatch, nIfNoneMatch = string(value), nIfNoneMatch+1
+			h.conds.IfNoneMatch, nIfNoneMatch = string(value), nIfNoneMatch+1
 		case equalFold(name, "Connection"):
 			if h.close, ok = connectionClose(value, h.close); !ok {
 				return h, false
@@ -124,7 +125,7 @@ func parseHead(b []byte) (h reqHead, ok bool) {
 			return h, false
 		}
 	}
-	if hosts != 1 || h.conds.nRange > 1 || h.conds.nIfRange > 1 || nIfMatch > 1 || nIfNoneMatch > 1 {
+	if hosts != 1 || h.conds.NRange > 1 || h.conds.NIfRange > 1 || nIfMatch > 1 || nIfNoneMatch > 1 {
 		return h, false
 	}
 	return h, len(rest) == 0

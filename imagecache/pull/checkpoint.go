@@ -1,14 +1,18 @@
-package imagecache
+package pull
 
 import (
 	"crypto/sha256"
 	"encoding"
 	"encoding/binary"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"hash"
 	"os"
+
+	"github.com/siteboot/siteboot/internal/atomicfile"
+	"golang.org/x/sys/unix"
 )
 
 // checkpoint is <hex>.ckpt next to <hex>.part: how far the data is durable
@@ -33,25 +37,25 @@ const (
 // checkpoint makes the data written so far durable (fdatasync), then
 // records it: the checkpoint never claims more than is on disk.
 func (j *job) checkpoint() error {
-	if j.off == j.synced || j.want.Compression != CompressionNone {
+	if j.off == j.synced || j.req.Compression != "" {
 		return nil
 	}
 	if err := fdatasync(j.part); err != nil {
-		return permanent(fmt.Errorf("sync %s.part: %w", hexOf(j.want.SHA256), err))
+		return permanent(fmt.Errorf("sync ingest file: %w", err))
 	}
 	state, err := j.h.(encoding.BinaryMarshaler).MarshalBinary()
 	if err != nil {
 		return permanent(fmt.Errorf("checkpoint: %w", err))
 	}
 	data, err := json.Marshal(checkpoint{
-		Version: checkpointVersion, SHA256: hexOf(j.want.SHA256), URL: j.want.URL,
+		Version: checkpointVersion, SHA256: hex.EncodeToString(j.req.SHA256[:]), URL: j.req.URL,
 		Offset: j.off, Total: j.total, ETag: j.etag, LastMod: j.lastMod, HashState: state,
 	})
 	if err != nil {
 		return permanent(fmt.Errorf("checkpoint: %w", err))
 	}
-	if err := writeFileAtomic(j.c.ckptPath(j.want.SHA256), data, false); err != nil {
-		return permanent(err)
+	if err := atomicfile.WriteUnsynced(j.req.Checkpoint, data); err != nil {
+		return permanent(fmt.Errorf("write checkpoint: %w", err))
 	}
 	j.synced = j.off
 	return nil
@@ -60,15 +64,15 @@ func (j *job) checkpoint() error {
 // resume continues from a checkpoint: the data is cut back to the offset it
 // claims and the hash state restored.
 func (j *job) resume() error {
-	data, err := os.ReadFile(j.c.ckptPath(j.want.SHA256))
+	data, err := os.ReadFile(j.req.Checkpoint)
 	if err != nil {
 		return err
 	}
-	ck, h, err := decodeCheckpoint(data, j.want.SHA256)
+	ck, h, err := decodeCheckpoint(data, j.req.SHA256)
 	if err != nil {
 		return err
 	}
-	if ck.URL != j.want.URL {
+	if ck.URL != j.req.URL {
 		return errors.New("the url changed")
 	}
 	fi, err := j.part.Stat()
@@ -81,10 +85,10 @@ func (j *job) resume() error {
 	if _, err := j.part.Seek(ck.Offset, 0); err != nil {
 		return err
 	}
-	j.h, j.off, j.synced, j.spaceAt, j.total = h, ck.Offset, ck.Offset, ck.Offset, ck.Total
+	j.h, j.off, j.synced, j.total = h, ck.Offset, ck.Offset, ck.Total
 	j.etag, j.lastMod, j.resumed = ck.ETag, ck.LastMod, ck.Offset > 0
-	j.e.done.Store(j.off)
-	j.e.total.Store(j.total)
+	j.req.Progress.Done.Store(j.off)
+	j.req.Progress.Total.Store(j.total)
 	return nil
 }
 
@@ -100,7 +104,7 @@ func decodeCheckpoint(data []byte, want [32]byte) (checkpoint, hash.Hash, error)
 	switch {
 	case ck.Version != checkpointVersion:
 		return ck, nil, fmt.Errorf("checkpoint version %d", ck.Version)
-	case ck.SHA256 != hexOf(want):
+	case ck.SHA256 != hex.EncodeToString(want[:]):
 		return ck, nil, errors.New("checkpoint of another image")
 	case ck.Offset < 0 || ck.Total < -1 || ck.Total >= 0 && ck.Offset > ck.Total:
 		return ck, nil, fmt.Errorf("checkpoint offset %d of %d", ck.Offset, ck.Total)
@@ -114,4 +118,18 @@ func decodeCheckpoint(data []byte, want [32]byte) (checkpoint, hash.Hash, error)
 		return ck, nil, errors.New("checkpoint hash state does not cover its offset")
 	}
 	return ck, h, nil
+}
+
+// fdatasync makes the data written to f durable, with the size that
+// retrieving it needs, but not its other metadata.
+func fdatasync(f *os.File) error {
+	raw, err := f.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var serr error
+	if err := raw.Control(func(fd uintptr) { serr = unix.Fdatasync(int(fd)) }); err != nil {
+		return err
+	}
+	return serr
 }

@@ -1,4 +1,4 @@
-package imagecache
+package pull
 
 import (
 	"testing"

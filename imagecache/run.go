@@ -2,8 +2,15 @@ package imagecache
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"os"
 	"sync"
 	"time"
+
+	"github.com/siteboot/siteboot/imagecache/pull"
+	"github.com/siteboot/siteboot/internal/atomicfile"
+	"github.com/siteboot/siteboot/internal/redact"
 )
 
 // Run pulls the queued images with Config.Concurrency workers, requeues
@@ -94,6 +101,37 @@ func (c *Cache) next(ctx context.Context) (*entry, Want, context.Context, contex
 	return pick, pick.want, pctx, cancel
 }
 
+// pull fetches want into the ingest area (package pull) and commits the
+// verified file to the blob directory.
+func (c *Cache) pull(ctx context.Context, e *entry, want Want) error {
+	d := want.SHA256
+	_, err := c.puller.Pull(ctx, pull.Request{
+		URL: want.URL, SHA256: d, Compression: want.Compression, SourceSHA256: want.SourceSHA256,
+		Part: c.partPath(d), Checkpoint: c.ckptPath(d), Progress: &e.progress, Space: &space{c: c, e: e},
+	})
+	if err != nil {
+		return err
+	}
+	return c.commit(e)
+}
+
+// commit renames a verified ingest file into the blob directory and makes
+// the rename durable.
+func (c *Cache) commit(e *entry) error {
+	d := e.digest
+	if err := os.Rename(c.partPath(d), c.blobPath(d)); err != nil {
+		return fmt.Errorf("commit: %w", err)
+	}
+	if err := atomicfile.SyncDir(c.blobDir); err != nil {
+		c.removeBlob(d)
+		return fmt.Errorf("commit: %w", err)
+	}
+	if err := os.Remove(c.ckptPath(d)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		c.log.Warn("imagecache: remove checkpoint", "sha256", hexOf(d), "err", err)
+	}
+	return nil
+}
+
 // finish records the end of a pull.
 func (c *Cache) finish(runCtx context.Context, e *entry, err error) {
 	c.mu.Lock()
@@ -101,7 +139,7 @@ func (c *Cache) finish(runCtx context.Context, e *entry, err error) {
 	d, result := e.digest, "ok"
 	switch {
 	case err == nil:
-		e.state, e.size, e.lastUsed, e.reason = StateReady, e.done.Load(), c.cfg.Now(), ""
+		e.state, e.size, e.lastUsed, e.reason = StateReady, e.progress.Done.Load(), c.cfg.Now(), ""
 		c.log.Info("imagecache: image ready", "sha256", hexOf(d), "size", e.size)
 	case !e.wanted():
 		result = "cancelled"
@@ -118,7 +156,7 @@ func (c *Cache) finish(runCtx context.Context, e *entry, err error) {
 		result = "failed"
 		e.state, e.reason, e.failedAt = StateFailed, err.Error(), c.cfg.Now()
 		c.removeIngestLocked(d)
-		c.log.Warn("imagecache: pull failed", "sha256", hexOf(d), "url", redactURL(e.want.URL), "err", err)
+		c.log.Warn("imagecache: pull failed", "sha256", hexOf(d), "url", redact.URL(e.want.URL), "err", err)
 	}
 	c.m.pulls.WithLabelValues(result).Inc()
 	c.settleLocked()

@@ -1,19 +1,19 @@
-package imagecache
+package pull
 
 import (
 	"context"
 	"fmt"
 	"io"
 	"net/http"
-	"strconv"
-	"strings"
 	"time"
+
+	"github.com/siteboot/siteboot/internal/redact"
 )
 
 // attempt is one HTTP request of a plain pull: from byte 0, or resumed
 // from j.off with Range and If-Range.
 func (j *job) attempt(ctx context.Context) error {
-	if j.want.Compression != CompressionNone {
+	if j.req.Compression != "" {
 		return j.attemptDecompress(ctx)
 	}
 	resp, body, done, err := j.get(ctx)
@@ -24,10 +24,8 @@ func (j *job) attempt(ctx context.Context) error {
 	if err := j.accept(resp); err != nil {
 		return err
 	}
-	if j.total >= 0 {
-		if err := j.c.admit(j.e, j.total, j.off); err != nil {
-			return err
-		}
+	if err := j.admit(); err != nil {
+		return err
 	}
 	if err := j.copyFrom(body); err != nil {
 		return err
@@ -42,12 +40,13 @@ func (j *job) attempt(ctx context.Context) error {
 // when nothing arrives for StallTimeout; done releases the request.
 func (j *job) get(ctx context.Context) (*http.Response, io.Reader, func(), error) {
 	actx, cancel := context.WithCancelCause(ctx)
-	stall := time.AfterFunc(j.c.cfg.StallTimeout, func() { cancel(errStalled) })
-	req, err := http.NewRequestWithContext(actx, http.MethodGet, j.want.URL, nil)
+	timeout := j.p.cfg.StallTimeout
+	stall := time.AfterFunc(timeout, func() { cancel(errStalled) })
+	req, err := http.NewRequestWithContext(actx, http.MethodGet, j.req.URL, nil)
 	if err != nil {
 		stall.Stop()
 		cancel(nil)
-		return nil, nil, nil, permanent(fmt.Errorf("request %s: %w", redactURL(j.want.URL), stripURLError(err)))
+		return nil, nil, nil, permanent(fmt.Errorf("request %s: %w", redact.URL(j.req.URL), redact.URLError(err)))
 	}
 	req.Header.Set("Accept-Encoding", "identity")
 	if j.off > 0 {
@@ -56,13 +55,13 @@ func (j *job) get(ctx context.Context) (*http.Response, io.Reader, func(), error
 			req.Header.Set("If-Range", v)
 		}
 	}
-	resp, err := j.c.client.Do(req)
+	resp, err := j.p.cfg.Client.Do(req)
 	if err != nil {
 		stall.Stop()
 		cancel(nil)
-		return nil, nil, nil, fmt.Errorf("get %s: %w", redactURL(j.want.URL), causeOr(actx, stripURLError(err)))
+		return nil, nil, nil, fmt.Errorf("get %s: %w", redact.URL(j.req.URL), causeOr(actx, redact.URLError(err)))
 	}
-	body := &stallReader{r: resp.Body, t: stall, d: j.c.cfg.StallTimeout, ctx: actx}
+	body := &stallReader{r: resp.Body, t: stall, d: timeout, ctx: actx}
 	done := func() {
 		stall.Stop()
 		cancel(nil)
@@ -122,7 +121,7 @@ func (j *job) accept(resp *http.Response) error {
 	switch {
 	case resp.StatusCode == http.StatusOK:
 		if j.off > 0 {
-			j.c.log.Info("imagecache: origin sent the whole image, starting over", "sha256", hexOf(j.want.SHA256))
+			j.log.Info("imagecache: origin sent the whole image, starting over")
 			if err := j.reset(); err != nil {
 				return err
 			}
@@ -146,8 +145,16 @@ func (j *job) accept(resp *http.Response) error {
 			return err
 		}
 	}
-	j.e.total.Store(j.total)
+	j.req.Progress.Total.Store(j.total)
 	return nil
+}
+
+// admit asks the cache for room once the origin has announced the size.
+func (j *job) admit() error {
+	if j.total < 0 {
+		return nil
+	}
+	return permanent(j.req.Space.Admit(j.total, j.off))
 }
 
 // changed says why a 206 cannot continue the data on disk, or "".
@@ -157,62 +164,14 @@ func (j *job) changed(resp *http.Response) string {
 	etag := strongETag(resp.Header.Get("ETag"))
 	switch {
 	case !ok:
-		return fmt.Sprintf("unusable Content-Range %q", clip(cr))
+		return fmt.Sprintf("unusable Content-Range %q", redact.Clip(cr))
 	case first != j.off:
 		return fmt.Sprintf("range starts at byte %d, not %d", first, j.off)
 	case j.total >= 0 && size != j.total:
 		return fmt.Sprintf("size changed from %d to %d bytes", j.total, size)
 	case j.etag != "" && etag != j.etag:
-		return fmt.Sprintf("ETag changed from %s to %s", clip(j.etag), clip(etag))
+		return fmt.Sprintf("ETag changed from %s to %s", redact.Clip(j.etag), redact.Clip(etag))
 	}
 	j.total, j.resumed = size, true
 	return ""
-}
-
-// strongETag returns a strong entity tag as sent, or "" for a weak or
-// malformed one.
-func strongETag(s string) string {
-	s = strings.TrimSpace(s)
-	if len(s) < 2 || s[0] != '"' || s[len(s)-1] != '"' || strings.ContainsRune(s[1:len(s)-1], '"') {
-		return ""
-	}
-	return s
-}
-
-// parseContentRange parses "bytes first-last/size" (size may be "*": -1)
-// from an origin's 206.
-func parseContentRange(s string) (first, last, size int64, ok bool) {
-	rest, found := strings.CutPrefix(s, "bytes ")
-	if !found {
-		return 0, 0, 0, false
-	}
-	rng, sz, found := strings.Cut(rest, "/")
-	a, b, found2 := strings.Cut(rng, "-")
-	if !found || !found2 {
-		return 0, 0, 0, false
-	}
-	first, err1 := parseDigits(a)
-	last, err2 := parseDigits(b)
-	size = -1
-	var err3 error
-	if sz != "*" {
-		size, err3 = parseDigits(sz)
-	}
-	if err1 != nil || err2 != nil || err3 != nil || last < first || size >= 0 && last >= size {
-		return 0, 0, 0, false
-	}
-	return first, last, size, true
-}
-
-// parseDigits parses a non-empty run of ASCII digits into an int64.
-func parseDigits(s string) (int64, error) {
-	if s == "" || len(s) > 19 {
-		return 0, strconv.ErrRange
-	}
-	for i := 0; i < len(s); i++ {
-		if s[i] < '0' || s[i] > '9' {
-			return 0, strconv.ErrSyntax
-		}
-	}
-	return strconv.ParseInt(s, 10, 64)
 }

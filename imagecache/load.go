@@ -7,18 +7,23 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/siteboot/siteboot/internal/atomicfile"
 )
 
-// load rebuilds the entries from the index and the files on disk, and
-// deletes what a crash or an earlier run left behind. A blob the index does
-// not know is hashed again before it is adopted.
+// load rebuilds the entries from the index and the files on disk at Open,
+// and deletes what a crash or an earlier run left behind. A blob the index
+// does not know is hashed again before it is adopted.
 func (c *Cache) load() error {
 	idx, err := readIndex(c.indexPath())
 	if err != nil {
 		c.log.Warn("imagecache: index unreadable, rebuilding it from the blobs", "err", err)
 		idx = indexFile{}
 	}
-	os.Remove(c.indexPath() + ".tmp")
+	os.Remove(c.indexPath() + ".tmp") // the torn write of an older version
+	if err := atomicfile.RemoveLeftovers(c.indexPath()); err != nil {
+		c.log.Warn("imagecache: remove a torn index write", "err", err)
+	}
 	blobs, err := c.scanBlobs()
 	if err != nil {
 		return err
@@ -26,7 +31,7 @@ func (c *Cache) load() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, im := range idx.Images {
-		e, err := fromIndex(im)
+		e, err := c.fromIndex(im)
 		if err != nil {
 			c.log.Warn("imagecache: index entry dropped", "err", err)
 			continue
@@ -71,8 +76,8 @@ func (c *Cache) adoptLocked(d [32]byte, size int64) {
 		c.removeBlob(d)
 		return
 	}
-	e := &entry{digest: d, want: Want{SHA256: d}, state: StateReady, size: size, lastUsed: c.cfg.Now()}
-	e.total.Store(-1)
+	e := c.newEntry(Want{SHA256: d})
+	e.state, e.size, e.lastUsed = StateReady, size, c.cfg.Now()
 	c.entries[d] = e
 	c.log.Info("imagecache: adopted unlisted blob", "sha256", hexOf(d), "size", size)
 }
@@ -131,10 +136,4 @@ func (c *Cache) scrubIngestLocked() error {
 		}
 	}
 	return nil
-}
-
-func (c *Cache) removeBlob(d [32]byte) {
-	if err := os.Remove(c.blobPath(d)); err != nil && !os.IsNotExist(err) {
-		c.log.Error("imagecache: delete blob", "sha256", hexOf(d), "err", err)
-	}
 }

@@ -1,16 +1,16 @@
-package imagecache
+package httpfile
 
 import (
 	"math"
 	"strings"
 )
 
-// rangeKind is what a Range header asks of an image of a given size.
+// rangeKind is what a Range header asks of a file of a given size.
 type rangeKind int
 
 const (
 	// rangeNone: no usable Range (absent, malformed, another unit, or more
-	// than one range): the whole image, 200.
+	// than one range): the whole file, 200.
 	rangeNone rangeKind = iota
 	// rangeOne: one satisfiable range, 206.
 	rangeOne
@@ -19,61 +19,64 @@ const (
 	rangeUnsatisfiable
 )
 
-// byteRange is the bytes [start, start+length) of an image.
-type byteRange struct{ start, length int64 }
+// Range is the bytes [Start, Start+Length) of a file.
+type Range struct{ Start, Length int64 }
 
 // parseRange resolves a Range header value (RFC 9110 section 14.2) against
-// size. A server may ignore a Range it does not support or finds invalid,
-// and this one does: malformed values and multiple ranges get the whole
-// image (200), never a multipart answer. iPXE asks one range per request.
-func parseRange(h string, size int64) (byteRange, rangeKind) {
+// size under the package's policy: malformed values and multiple ranges
+// get the whole file (200), never a multipart answer. It stops reading at
+// the second range, so a header listing thousands costs no more than two.
+func parseRange(h string, size int64) (Range, rangeKind) {
 	unit, set, ok := strings.Cut(h, "=")
 	if !ok || !strings.EqualFold(unit, "bytes") {
-		return byteRange{}, rangeNone
+		return Range{}, rangeNone
 	}
 	spec, n := "", 0
 	for part := range strings.SplitSeq(set, ",") {
 		if p := strings.Trim(part, " \t"); p != "" {
-			spec, n = p, n+1
+			if n++; n > 1 {
+				return Range{}, rangeNone
+			}
+			spec = p
 		}
 	}
 	if n != 1 {
-		return byteRange{}, rangeNone
+		return Range{}, rangeNone
 	}
 	return resolveSpec(spec, size)
 }
 
-func resolveSpec(spec string, size int64) (byteRange, rangeKind) {
+func resolveSpec(spec string, size int64) (Range, rangeKind) {
 	a, b, ok := strings.Cut(spec, "-")
 	if !ok {
-		return byteRange{}, rangeNone
+		return Range{}, rangeNone
 	}
 	if a == "" { // suffix: the last b bytes
 		n, ok := rangeDigits(b)
 		switch {
 		case !ok:
-			return byteRange{}, rangeNone
+			return Range{}, rangeNone
 		case n == 0 || size == 0:
-			return byteRange{}, rangeUnsatisfiable
+			return Range{}, rangeUnsatisfiable
 		}
 		n = min(n, size)
-		return byteRange{start: size - n, length: n}, rangeOne
+		return Range{Start: size - n, Length: n}, rangeOne
 	}
 	first, ok := rangeDigits(a)
 	if !ok {
-		return byteRange{}, rangeNone
+		return Range{}, rangeNone
 	}
 	last := int64(math.MaxInt64)
 	if b != "" {
 		if last, ok = rangeDigits(b); !ok || last < first {
-			return byteRange{}, rangeNone
+			return Range{}, rangeNone
 		}
 	}
 	if first >= size {
-		return byteRange{}, rangeUnsatisfiable
+		return Range{}, rangeUnsatisfiable
 	}
 	last = min(last, size-1)
-	return byteRange{start: first, length: last - first + 1}, rangeOne
+	return Range{Start: first, Length: last - first + 1}, rangeOne
 }
 
 // rangeDigits parses 1*DIGIT; a value past int64 saturates, which is still

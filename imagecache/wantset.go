@@ -2,32 +2,8 @@ package imagecache
 
 import (
 	"bytes"
-	"context"
-	"errors"
 	"fmt"
-	"slices"
 )
-
-// Errors Remove and Wait return; the admin API maps them to status codes.
-var (
-	// ErrNotFound: the cache has no such image.
-	ErrNotFound = errors.New("imagecache: image not in the cache")
-	// ErrPinned: an entry's sanboot_sha256 or the ramdisk profile needs it.
-	ErrPinned = errors.New("imagecache: image is referenced by a boot entry or the ramdisk profile")
-	// ErrWanted: the last SetWanted lists it (the site spec, or whatever
-	// else the caller keeps wanted); drop it from there first.
-	ErrWanted = errors.New("imagecache: image is wanted by the site (listed in SetWanted)")
-)
-
-// FailedError is Wait's error for an image whose pull failed.
-type FailedError struct {
-	SHA256 [32]byte
-	Reason string
-}
-
-func (e *FailedError) Error() string {
-	return fmt.Sprintf("imagecache: pull of %s failed: %s", hexOf(e.SHA256), e.Reason)
-}
 
 // SetWanted declares the images the site wants: the site spec's
 // cache_images, plus hand-added images when the caller keeps those in its
@@ -85,8 +61,7 @@ func (c *Cache) settleLocked() {
 func (c *Cache) wantLocked(w Want, retry bool) *entry {
 	e := c.entries[w.SHA256]
 	if e == nil {
-		e = &entry{digest: w.SHA256, want: w}
-		e.total.Store(-1)
+		e = c.newEntry(w)
 		c.entries[w.SHA256] = e
 		c.queueLocked(e)
 		return e
@@ -118,8 +93,8 @@ func sameSource(a, b Want) bool {
 func (c *Cache) queueLocked(e *entry) {
 	c.seq++
 	e.state, e.queued = StateQueued, c.seq
-	e.done.Store(0)
-	e.total.Store(-1)
+	e.progress.Done.Store(0)
+	e.progress.Total.Store(-1)
 }
 
 // releaseLocked handles an entry that is no longer wanted.
@@ -138,7 +113,9 @@ func (c *Cache) releaseLocked(e *entry) {
 
 // Remove is "image rm": it drops an image the operator added or the cache
 // holds released. A ready image is deleted once the requests reading it
-// have finished (EVICTING meanwhile); a pull in progress is cancelled.
+// have finished (EVICTING meanwhile; a response whose client makes no
+// progress is cut off by the HTTP server's progress deadline); a pull in
+// progress is cancelled.
 // It refuses with ErrWanted or ErrPinned, and ErrNotFound.
 func (c *Cache) Remove(digest [32]byte) error {
 	c.mu.Lock()
@@ -164,78 +141,6 @@ func (c *Cache) Remove(digest [32]byte) error {
 	}
 	c.settleLocked()
 	return c.persist()
-}
-
-// Ready reports whether digest is verified and served. It is cheap enough
-// for every PrepareRamdisk.
-func (c *Cache) Ready(digest [32]byte) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	e := c.entries[digest]
-	return e != nil && e.state == StateReady
-}
-
-// Images lists every image, sorted by digest.
-func (c *Cache) Images() []Info {
-	c.mu.Lock()
-	out := make([]Info, 0, len(c.entries))
-	for _, e := range c.entries {
-		out = append(out, c.infoLocked(e))
-	}
-	c.mu.Unlock()
-	slices.SortFunc(out, func(a, b Info) int { return bytes.Compare(a.SHA256[:], b.SHA256[:]) })
-	return out
-}
-
-func (c *Cache) infoLocked(e *entry) Info {
-	in := Info{
-		SHA256: e.digest, URL: redactURL(e.want.URL), ImageID: e.want.ImageID, Format: e.want.Format,
-		State: e.state, Size: e.size, LastUsed: e.lastUsed, Reason: e.reason,
-		Listed: e.listed, Added: e.added, Pinned: c.pinnedLocked(e.digest), Readers: e.readers,
-	}
-	if e.want.URL == "" {
-		in.URL = ""
-	}
-	if e.state == StateQueued || e.state == StatePulling {
-		in.Done, in.Size = e.done.Load(), max(e.total.Load(), 0)
-	}
-	return in
-}
-
-// Wait returns nil when every digest is ready, a *FailedError as soon as
-// one has failed, ErrNotFound for one the cache does not hold or want, or
-// ctx's error. Progress is in Images while it waits.
-func (c *Cache) Wait(ctx context.Context, digests ...[32]byte) error {
-	for {
-		c.mu.Lock()
-		done, err := c.waitStateLocked(digests)
-		ch := c.changed
-		c.mu.Unlock()
-		if done {
-			return err
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("imagecache: wait: %w", ctx.Err())
-		case <-ch:
-		}
-	}
-}
-
-func (c *Cache) waitStateLocked(digests [][32]byte) (bool, error) {
-	pending := false
-	for _, d := range digests {
-		e := c.entries[d]
-		switch {
-		case e == nil || e.state == StateEvicting:
-			return true, fmt.Errorf("%w: %s", ErrNotFound, hexOf(d))
-		case e.state == StateFailed:
-			return true, &FailedError{SHA256: d, Reason: e.reason}
-		case e.state != StateReady:
-			pending = true
-		}
-	}
-	return !pending, nil
 }
 
 // Retry queues a wanted image that failed again now ("image pull"); any

@@ -1,4 +1,4 @@
-package imagecache
+package httpfile
 
 import (
 	"testing"
@@ -50,7 +50,7 @@ func TestParseRange(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			r, k := parseRange(tt.h, tt.size)
-			got := result{r.start, r.length, k}
+			got := result{r.Start, r.Length, k}
 			if diff := cmp.Diff(tt.want, got); diff != "" {
 				t.Errorf("parseRange(%q, %d) (-want +got):\n%s", tt.h, tt.size, diff)
 			}
@@ -72,11 +72,11 @@ func FuzzRange(f *testing.F) {
 		r, k := parseRange(h, size)
 		switch k {
 		case rangeOne:
-			if r.start < 0 || r.length < 1 || r.start+r.length > size || r.start+r.length < r.start {
+			if r.Start < 0 || r.Length < 1 || r.Start+r.Length > size || r.Start+r.Length < r.Start {
 				t.Fatalf("parseRange(%q, %d) = %+v, outside the image", h, size, r)
 			}
 		case rangeNone, rangeUnsatisfiable:
-			if r != (byteRange{}) {
+			if r != (Range{}) {
 				t.Fatalf("parseRange(%q, %d) = %+v with kind %d", h, size, r, k)
 			}
 		default:

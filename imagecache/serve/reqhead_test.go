@@ -1,4 +1,4 @@
-package imagecache
+package serve
 
 import (
 	"bufio"
@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/siteboot/siteboot/internal/httpfile"
 )
 
 const testTarget = "/cache/0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
@@ -19,7 +21,7 @@ func TestParseHead(t *testing.T) {
 		{"GET " + testTarget + " HTTP/1.1\r\nHost: a\r\n\r\n", true, reqHead{get: true}},
 		{"HEAD " + testTarget + " HTTP/1.1\r\nhost:a\r\nConnection: Keep-Alive, close\r\n\r\n", true, reqHead{close: true}},
 		{"GET " + testTarget + " HTTP/1.1\r\nHost: a\r\nRange:bytes=1-2 \r\nIf-Range: \"x\"\r\nIf-Match: *\r\nIf-None-Match: \"y\"\r\nX-Other: ok\r\n\r\n", true,
-			reqHead{get: true, conds: conds{rng: "bytes=1-2", nRange: 1, ifRange: `"x"`, nIfRange: 1, ifMatch: "*", ifNoneMatch: `"y"`}}},
+			reqHead{get: true, conds: httpfile.Conds{Range: "bytes=1-2", NRange: 1, IfRange: `"x"`, NIfRange: 1, IfMatch: "*", IfNoneMatch: `"y"`}}},
 		{"GET " + testTarget + " HTTP/1.1\r\nHost: a\r\nUser-Agent: iPXE/1.21.1+ (g988d2)\r\nConnection: keep-alive\r\n\r\n", true, reqHead{get: true}},
 		{"GET " + testTarget + " HTTP/1.1\r\nHost: a\r\nIf-Match: *\r\nIf-Match: *\r\n\r\n", false, reqHead{}},
 		{"GET " + testTarget + " HTTP/1.1\r\nHost: a b\r\n\r\n", false, reqHead{}},
@@ -133,7 +135,7 @@ func FuzzParseHead(f *testing.F) {
 		case len(r.Header.Values("Host")) > 0:
 			t.Fatalf("%q: net/http kept Host in the header map", in)
 		}
-		if got := condsOf(r); got != h.conds {
+		if got := httpfile.CondsOf(r.Header); got != h.conds {
 			t.Fatalf("%q: net/http conds %+v, parseHead %+v", in, got, h.conds)
 		}
 	})
