@@ -8,7 +8,9 @@ import (
 	"net/http/httptest"
 	"os"
 	"strconv"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 )
@@ -175,5 +177,41 @@ func TestServeHandsTheFileToReadFrom(t *testing.T) {
 	}
 	if got := counterValue(t, c.m.serve.BytesServed); got != 2000 {
 		t.Errorf("bytes_served_total = %v, want 2000", got)
+	}
+}
+
+// A Range of 200,000 overlapping one-byte ranges is 800 KB of header,
+// inside net/http's default MaxHeaderBytes (1 MiB), so it reaches the
+// handler, through net/http alone and through the fast path (which hands
+// a head that large to net/http). The image comes back once, with 200.
+func TestManyRangesGetTheWholeImage(t *testing.T) {
+	data := testBytes(5, 1<<20)
+	d := digestOf(data)
+	c := readyCache(t, testConfig(t), data)
+	_, fast := fastServer(t, c, ListenerConfig{})
+	rng := "bytes=" + strings.Repeat("0-0,", 200_000)
+	for name, addr := range map[string]string{"net/http": plainServer(t, c), "fast path": fast} {
+		t.Run(name, func(t *testing.T) {
+			req, err := http.NewRequest("GET", "http://"+addr+URLPath(d), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			req.Header.Set("Range", rng)
+			start := time.Now()
+			client := &http.Client{}
+			defer client.CloseIdleConnections()
+			resp, err := client.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			body, err := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
+			if took := time.Since(start); err != nil || took > 3*time.Second {
+				t.Errorf("read the answer in %v: %v", took, err)
+			}
+			if resp.StatusCode != http.StatusOK || !bytes.Equal(body, data) {
+				t.Errorf("status %d with %d body bytes; want 200 with the %d-byte image", resp.StatusCode, len(body), len(data))
+			}
+		})
 	}
 }
