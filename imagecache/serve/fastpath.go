@@ -19,22 +19,29 @@ import (
 const readBufSize = 4096
 
 // serveConn reads and answers requests on one fast connection until it
-// closes or a request is net/http's.
+// closes or a request is net/http's. Like net/http, it gives the first head
+// ReadHeaderTimeout from the accept, and every later one IdleTimeout to
+// begin and ReadHeaderTimeout from its first byte.
 func (l *Listener) serveConn(conn net.Conn) {
 	defer l.wg.Done()
 	br := bufio.NewReaderSize(conn, readBufSize)
 	var out []byte
-	timeout := l.cfg.ReadHeaderTimeout
-	for {
-		_ = conn.SetReadDeadline(time.Now().Add(timeout))
+	headBy := time.Now().Add(l.cfg.ReadHeaderTimeout)
+	_ = conn.SetReadDeadline(headBy)
+	for first := true; ; first = false {
+		if !first {
+			_ = conn.SetReadDeadline(time.Now().Add(l.cfg.IdleTimeout))
+		}
 		if _, err := br.Peek(1); err != nil {
 			break
 		}
-		timeout = l.cfg.IdleTimeout
 		if !l.track(conn, true) {
 			break
 		}
-		_ = conn.SetReadDeadline(time.Now().Add(l.cfg.ReadHeaderTimeout))
+		if !first {
+			headBy = time.Now().Add(l.cfg.ReadHeaderTimeout)
+			_ = conn.SetReadDeadline(headBy)
+		}
 		head, err := readHead(br)
 		if err != nil && err != errTooBig {
 			break
@@ -48,7 +55,7 @@ func (l *Listener) serveConn(conn net.Conn) {
 			}
 		}
 		if next == handOff {
-			l.handOff(conn, br)
+			l.handOff(conn, br, headBy)
 			return
 		}
 		if next == drop || h.close || !l.track(conn, false) {

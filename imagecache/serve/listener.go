@@ -16,7 +16,9 @@ import (
 
 // ListenerConfig sets the fast path's timeouts; give it the http.Server's.
 type ListenerConfig struct {
-	// ReadHeaderTimeout bounds the read of one request head (default 10s).
+	// ReadHeaderTimeout bounds the read of one request head (default
+	// 10s): from the accept for the first request of a connection, from
+	// its first byte for the next ones, as net/http counts it.
 	ReadHeaderTimeout time.Duration
 	// IdleTimeout bounds the wait for the next request on a kept-alive
 	// connection (default 2m).
@@ -193,12 +195,13 @@ func (l *Listener) untrack(conn net.Conn) {
 	l.mu.Unlock()
 }
 
-// handOff gives conn, with the bytes br read ahead, to net/http.
-func (l *Listener) handOff(conn net.Conn, br *bufio.Reader) {
+// handOff gives conn, with the bytes br read ahead, to net/http. The head
+// net/http reads next must still arrive by headBy, the deadline the fast
+// path held it to.
+func (l *Listener) handOff(conn net.Conn, br *bufio.Reader, headBy time.Time) {
 	l.untrack(conn)
-	_ = conn.SetReadDeadline(time.Time{})
 	l.s.m.FastHandoffs.Inc()
-	hc := &handedConn{Conn: conn, r: br}
+	hc := &handedConn{Conn: conn, r: br, headBy: headBy}
 	select {
 	case l.handoff <- hc:
 	case <-l.done:
@@ -211,10 +214,22 @@ func (l *Listener) handOff(conn net.Conn, br *bufio.Reader) {
 // net/http's responses keep the sendfile path and its lingering close.
 type handedConn struct {
 	net.Conn
-	r *bufio.Reader
+	r      *bufio.Reader
+	headBy time.Time   // the deadline of the head being read
+	set    atomic.Bool // net/http has set its first read deadline
 }
 
 func (c *handedConn) Read(p []byte) (int, error) { return c.r.Read(p) }
+
+// SetReadDeadline keeps net/http's first deadline, the one for the head
+// the fast path began reading, no later than that head's own: handing a
+// connection over does not give its client a second ReadHeaderTimeout.
+func (c *handedConn) SetReadDeadline(t time.Time) error {
+	if c.set.CompareAndSwap(false, true) && (t.IsZero() || t.After(c.headBy)) {
+		t = c.headBy
+	}
+	return c.Conn.SetReadDeadline(t)
+}
 
 // ReadFrom lets net/http's response.ReadFrom reach the TCP connection's
 // sendfile.
