@@ -19,6 +19,7 @@ import (
 	"github.com/siteboot/siteboot/discovery"
 	"github.com/siteboot/siteboot/imagecache"
 	"github.com/siteboot/siteboot/images"
+	"github.com/siteboot/siteboot/internal/httpserver"
 	"github.com/siteboot/siteboot/ipxe"
 	"github.com/siteboot/siteboot/lease"
 	"github.com/siteboot/siteboot/secretref"
@@ -249,6 +250,11 @@ func (a *appliance) optional(service, enabled string, err error) error {
 
 // run serves every part until ctx ends or one fails.
 func (a *appliance) run(ctx context.Context) error {
+	hs, err := httpserver.New(httpserver.Config{MaxConnections: a.cfg.HTTP.MaxConnections,
+		ProgressTimeout: time.Duration(a.cfg.HTTP.ProgressTimeout), Logger: a.log, Metrics: a.reg})
+	if err != nil {
+		return err
+	}
 	g, ctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return a.node.Run(ctx) })
 	g.Go(func() error { return a.ledger.Run(ctx) })
@@ -259,11 +265,12 @@ func (a *appliance) run(ctx context.Context) error {
 			return err
 		}
 	}
-	ln := a.httpLn
+	ln := hs.Listener(a.httpLn)
 	if a.cfg.Cache.FastPath {
-		ln = a.cache.Listener(ln, imagecache.ListenerConfig{ReadHeaderTimeout: httpReadHeaderTimeout, IdleTimeout: httpIdleTimeout})
+		ln = a.cache.Listener(ln, imagecache.ListenerConfig{
+			ReadHeaderTimeout: httpserver.DefaultReadHeaderTimeout, IdleTimeout: httpserver.DefaultIdleTimeout})
 	}
-	g.Go(func() error { return serveHTTP(ctx, ln, a.httpMux(), a.log) })
+	g.Go(func() error { return hs.Serve(ctx, ln, a.httpMux()) })
 	if a.dhcp != nil {
 		g.Go(func() error { return a.dhcp.Serve(ctx, a.dhcpConn...) })
 	}
@@ -273,7 +280,7 @@ func (a *appliance) run(ctx context.Context) error {
 	g.Go(func() error { a.store.RunJanitor(ctx, 30*time.Second); return nil })
 	g.Go(func() error { a.react(ctx); return nil })
 	g.Go(func() error { a.announceReady(ctx); return nil })
-	err := g.Wait()
+	err = g.Wait()
 	a.log.Info("siteboot stopped")
 	return err
 }

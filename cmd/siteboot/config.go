@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/siteboot/siteboot/imagecache"
+	"github.com/siteboot/siteboot/internal/httpserver"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -37,8 +38,10 @@ type Config struct {
 		} `yaml:"tls"`
 	} `yaml:"admin"`
 	HTTP struct {
-		Listen    string `yaml:"listen" doc:"HTTP address: scripts, boot files, cache, /healthz, /readyz, /metrics"`
-		Advertise string `yaml:"advertise" doc:"base URL machines use to reach HTTP (default: the arrival interface's address and http.listen's port)"`
+		Listen          string   `yaml:"listen" doc:"HTTP address: scripts, boot files, cache, /healthz, /readyz, /metrics"`
+		Advertise       string   `yaml:"advertise" doc:"base URL machines use to reach HTTP (default: the arrival interface's address and http.listen's port)"`
+		MaxConnections  int      `yaml:"max_connections" doc:"open HTTP connections at most; more are answered 503 and closed at once (0: 4096, lowered to fit the file-descriptor limit at two per connection after 1024)"`
+		ProgressTimeout Duration `yaml:"progress_timeout" doc:"abort a response whose client accepts no byte for this long (a slow but moving one is not cut)"`
 	} `yaml:"http"`
 	DHCP struct {
 		Enabled     string   `yaml:"enabled" doc:"proxyDHCP on UDP 67 and 4011: auto (on; off with a warning when it cannot bind, e.g. not root), true (must run), false"`
@@ -109,6 +112,7 @@ func defaultConfig() Config {
 	c.SiteID = "default"
 	c.Admin.Group = "siteboot"
 	c.HTTP.Listen = ":8080"
+	c.HTTP.ProgressTimeout = Duration(httpserver.DefaultProgressTimeout)
 	c.DHCP.Enabled = "auto"
 	c.TFTP.Enabled = "auto"
 	c.TFTP.Listen = ":69"
@@ -210,6 +214,12 @@ func (c *Config) check() error {
 	}
 	if _, _, err := net.SplitHostPort(c.HTTP.Listen); err != nil {
 		bad("http.listen", "%q: %v", c.HTTP.Listen, err)
+	}
+	if c.HTTP.MaxConnections < 0 || c.HTTP.MaxConnections > 1_000_000 {
+		bad("http.max_connections", "%d: want 0 (automatic) to 1000000", c.HTTP.MaxConnections)
+	}
+	if c.HTTP.ProgressTimeout < Duration(time.Second) {
+		bad("http.progress_timeout", "%s: at least 1s", time.Duration(c.HTTP.ProgressTimeout))
 	}
 	if n, err := parseSize(c.Cache.Checkpoint); err == nil && n < 1<<20 {
 		bad("cache.checkpoint", "%q: at least 1MiB", c.Cache.Checkpoint)

@@ -4,14 +4,11 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
-	"net/http"
 	"os"
-	"time"
 
 	"github.com/siteboot/siteboot/admin"
 	"github.com/spf13/cobra"
@@ -128,38 +125,6 @@ func serverTLS(certFile, keyFile, caFile string) (*tls.Config, error) {
 		Certificates: []tls.Certificate{cert}, ClientCAs: pool,
 		ClientAuth: tls.RequireAndVerifyClientCert, MinVersion: tls.VersionTLS13,
 	}, nil
-}
-
-// The HTTP server's timeouts, shared with the image cache's fast path.
-const (
-	httpReadHeaderTimeout = 10 * time.Second
-	httpIdleTimeout       = 2 * time.Minute
-)
-
-// serveHTTP serves h on ln until ctx ends, then shuts down gracefully: the
-// server, then ln itself when it has connections of its own (the image
-// cache's fast path).
-func serveHTTP(ctx context.Context, ln net.Listener, h http.Handler, log *slog.Logger) error {
-	srv := &http.Server{
-		Handler:           h,
-		ReadHeaderTimeout: httpReadHeaderTimeout,
-		IdleTimeout:       httpIdleTimeout,
-		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
-	}
-	go func() {
-		<-ctx.Done()
-		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(sctx)
-		if s, ok := ln.(interface{ Shutdown(context.Context) error }); ok {
-			_ = s.Shutdown(sctx)
-		}
-	}()
-	log.Info("http listening", "addr", ln.Addr().String())
-	if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-		return fmt.Errorf("http: %w", err)
-	}
-	return nil
 }
 
 func newLogger(w io.Writer, level, format string) (*slog.Logger, error) {
