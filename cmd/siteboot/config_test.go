@@ -103,6 +103,8 @@ func TestConfigErrorsNameTheKey(t *testing.T) {
 		{"tftp enabled env", "", map[string]string{"SITEBOOT_TFTP_ENABLED": "yes"}, "tftp.enabled"},
 		{"advertise ip", "dhcp:\n  advertise_ip: fe80::1\n", nil, "dhcp.advertise_ip"},
 		{"cache capacity", "cache:\n  capacity: lots\n", nil, "cache.capacity"},
+		{"negative max connections", "http:\n  max_connections: -1\n", nil, "http.max_connections"},
+		{"progress timeout too short", "", map[string]string{"SITEBOOT_HTTP_PROGRESS_TIMEOUT": "10ms"}, "http.progress_timeout: 10ms: at least 1s"},
 		{"interfaces env list", "", map[string]string{"SITEBOOT_DHCP_INTERFACES": "eth0,eth1", "SITEBOOT_LOG_LEVEL": "loud"}, "log.level"},
 	}
 	for _, tt := range tests {
