@@ -92,6 +92,10 @@ func Open(cfg Config) (*Cache, error) {
 	if err := c.openDir(); err != nil {
 		return nil, err
 	}
+	if err := c.setMinFree(); err != nil {
+		c.unlock()
+		return nil, err
+	}
 	c.m = newMetrics(c)
 	client, own := pullClient(cfg.HTTPClient)
 	c.own = own

@@ -39,6 +39,15 @@ func freeBytes(dir string) (int64, error) {
 	return int64(free), nil
 }
 
+// diskSize is the size of dir's file system.
+func diskSize(dir string) (int64, error) {
+	var st unix.Statfs_t
+	if err := unix.Statfs(dir, &st); err != nil {
+		return 0, fmt.Errorf("imagecache: statfs %s: %w", dir, err)
+	}
+	return int64(min(st.Blocks*uint64(st.Bsize), 1<<62)), nil
+}
+
 // openBlob opens a blob for reading as a plain blocking descriptor: a
 // regular file gains nothing from Go's netpoller, and registering it costs
 // an fcntl pair and a failing epoll_ctl on every request. Sendfile reads

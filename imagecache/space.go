@@ -6,9 +6,34 @@ import (
 	"github.com/siteboot/siteboot/imagecache/pull"
 )
 
-// statfsEvery is how much a pull writes between looks at the free space:
-// a pull of unknown size goes at most this far into MinFree.
-const statfsEvery = 4 << 20
+// Free space: what pulls leave free when Config.MinFree is 0.
+const (
+	minFreeFloor   = 1 << 30 // 1 GiB
+	minFreePercent = 5
+	// statfsEvery is how much a pull writes between looks at the free
+	// space: a pull of unknown size goes at most this far into the reserve.
+	statfsEvery = 4 << 20
+)
+
+// defaultMinFree is the reserve on a file system of size bytes: the larger
+// of 1 GiB and 5 % of it.
+func defaultMinFree(size int64) int64 {
+	return max(minFreeFloor, size/100*minFreePercent)
+}
+
+// setMinFree fills in the default reserve from the file system of Dir.
+func (c *Cache) setMinFree() error {
+	if c.cfg.MinFree != 0 {
+		return nil
+	}
+	size, err := diskSize(c.dir)
+	if err != nil {
+		return err
+	}
+	c.cfg.MinFree = defaultMinFree(size)
+	c.log.Info("imagecache: keeping disk space free for the rest of the data directory", "min_free", c.cfg.MinFree, "disk", size)
+	return nil
+}
 
 // space is the cache's side of one pull: the capacity, the disk space to
 // leave free, and eviction to make room.

@@ -64,7 +64,7 @@ type Config struct {
 	} `yaml:"ramdisk"`
 	Cache struct {
 		Capacity    string `yaml:"capacity" doc:"image cache size bound, e.g. 200GiB or 500G (empty: unbounded)"`
-		MinFree     string `yaml:"min_free" doc:"disk space a pull must leave free, e.g. 5GiB"`
+		MinFree     string `yaml:"min_free" doc:"disk space pulls leave free on the data directory's file system, which holds raft.db too, e.g. 5GiB (empty: the larger of 1GiB and 5% of that file system)"`
 		Concurrency int    `yaml:"concurrency" doc:"pulls at once"`
 		CABundle    string `yaml:"ca_bundle" doc:"extra PEM CA bundle trusted for https image origins"`
 		Checkpoint  string `yaml:"checkpoint" doc:"data a pull writes between durable resume points, e.g. 64MiB"`
