@@ -39,6 +39,7 @@ type indexImage struct {
 	ImageID      string    `json:"image_id,omitempty"`
 	Compression  string    `json:"compression,omitempty"`
 	SourceSHA256 string    `json:"source_sha256,omitempty"`
+	WantSize     int64     `json:"want_size,omitempty"`
 	State        string    `json:"state"`
 	Size         int64     `json:"size,omitempty"`
 	LastUsed     time.Time `json:"last_used,omitzero"`
@@ -84,7 +85,7 @@ func (c *Cache) snapshotLocked() indexFile {
 func toIndex(e *entry) indexImage {
 	im := indexImage{
 		SHA256: hexOf(e.digest), URL: e.want.URL, Format: e.want.Format, ImageID: e.want.ImageID,
-		Compression: e.want.Compression, SourceSHA256: hex.EncodeToString(e.want.SourceSHA256),
+		Compression: e.want.Compression, SourceSHA256: hex.EncodeToString(e.want.SourceSHA256), WantSize: e.want.Size,
 		Size: e.size, LastUsed: e.lastUsed, Reason: e.reason, Listed: e.listed, Added: e.added,
 	}
 	switch e.state {
@@ -133,7 +134,7 @@ func (c *Cache) fromIndex(im indexImage) (*entry, error) {
 		src = nil
 	}
 	e := c.newEntry(Want{URL: im.URL, SHA256: d, Format: im.Format, ImageID: im.ImageID,
-		Compression: im.Compression, SourceSHA256: src})
+		Compression: im.Compression, SourceSHA256: src, Size: im.WantSize})
 	e.size, e.lastUsed, e.reason, e.listed, e.added = im.Size, im.LastUsed, im.Reason, im.Listed, im.Added
 	return e, nil
 }

@@ -106,7 +106,7 @@ func (c *Cache) next(ctx context.Context) (*entry, Want, context.Context, contex
 func (c *Cache) pull(ctx context.Context, e *entry, want Want) error {
 	d := want.SHA256
 	_, err := c.puller.Pull(ctx, pull.Request{
-		URL: want.URL, SHA256: d, Compression: want.Compression, SourceSHA256: want.SourceSHA256,
+		URL: want.URL, SHA256: d, Compression: want.Compression, SourceSHA256: want.SourceSHA256, Size: want.Size,
 		Part: c.partPath(d), Checkpoint: c.ckptPath(d), Progress: &e.progress, Space: &space{c: c, e: e},
 	})
 	if err != nil {

@@ -42,6 +42,12 @@ type Want struct {
 	// checksums (when the frames carry them) and the gzip CRC-32 still
 	// apply, and SHA256 is always checked.
 	SourceSHA256 []byte
+	// Size, when not 0, is the size of the stored image as the catalog
+	// gives it: a pull whose origin announces another size, or whose data
+	// (decompressed data included) grows past it, fails at once, and room
+	// is made for it before a byte is written. Without it a pull of
+	// unknown size is bounded only by Config.Capacity and Config.MinFree.
+	Size int64
 }
 
 // FromCacheImage converts the contract's CacheImage (SiteSpec.cache_images)
@@ -63,6 +69,9 @@ func (w Want) Validate() error {
 	}
 	if err := checkURL(w.URL); err != nil {
 		return err
+	}
+	if w.Size < 0 {
+		return fmt.Errorf("imagecache: want %s: size %d is negative", hexOf(w.SHA256), w.Size)
 	}
 	switch w.Compression {
 	case CompressionNone:

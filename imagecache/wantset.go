@@ -87,7 +87,7 @@ func (c *Cache) wantLocked(w Want, retry bool) *entry {
 }
 
 func sameSource(a, b Want) bool {
-	return a.URL == b.URL && a.Compression == b.Compression && bytes.Equal(a.SourceSHA256, b.SourceSHA256)
+	return a.URL == b.URL && a.Compression == b.Compression && bytes.Equal(a.SourceSHA256, b.SourceSHA256) && a.Size == b.Size
 }
 
 func (c *Cache) queueLocked(e *entry) {

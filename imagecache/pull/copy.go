@@ -39,9 +39,12 @@ func fill(r io.Reader, buf []byte) (int, error) {
 }
 
 // write appends p to the data and the hash and checkpoints every
-// CheckpointBytes, once the cache allows it.
+// CheckpointBytes, once the cache and the catalog's size allow it.
 func (j *job) write(p []byte) error {
 	size := j.off + int64(len(p))
+	if j.req.Size > 0 && size > j.req.Size {
+		return permanentf("image is larger than the %d bytes the catalog gives it", j.req.Size)
+	}
 	if err := j.req.Space.Check(size); err != nil {
 		return permanent(err)
 	}

@@ -35,6 +35,9 @@ func (j *job) attemptDecompress(ctx context.Context) error {
 		}
 		return fmt.Errorf("origin answered %s to a request without Range", resp.Status)
 	}
+	if err := j.admit(); err != nil { // the decoded size is the catalog's, if it gives one
+		return err
+	}
 	src := sha256.New()
 	in := &readErr{r: body}
 	tee := io.TeeReader(in, src)

@@ -145,16 +145,24 @@ func (j *job) accept(resp *http.Response) error {
 			return err
 		}
 	}
+	if j.req.Size > 0 && j.total >= 0 && j.total != j.req.Size {
+		return permanentf("origin announces %d bytes, the catalog %d", j.total, j.req.Size)
+	}
 	j.req.Progress.Total.Store(j.total)
 	return nil
 }
 
-// admit asks the cache for room once the origin has announced the size.
+// admit asks the cache for room once the size is known: the origin's, or
+// else the catalog's.
 func (j *job) admit() error {
-	if j.total < 0 {
+	total := j.total
+	if total < 0 {
+		total = j.req.Size
+	}
+	if total <= 0 {
 		return nil
 	}
-	return permanent(j.req.Space.Admit(j.total, j.off))
+	return permanent(j.req.Space.Admit(total, j.off))
 }
 
 // changed says why a 206 cannot continue the data on disk, or "".

@@ -65,6 +65,10 @@ type Request struct {
 	// SourceSHA256, optional with a Compression, is the digest of the
 	// origin's compressed bytes.
 	SourceSHA256 []byte
+	// Size, when not 0, is the size the catalog gives the image: an origin
+	// that announces another, or data (decoded data included) that grows
+	// past it, fails the pull.
+	Size int64
 	// Part and Checkpoint are the paths of the data and of its checkpoint.
 	Part, Checkpoint string
 	// Progress is where the pull reports how far it is.
