@@ -8,9 +8,9 @@ import (
 )
 
 // Handler returns the handler of GET and HEAD /cache/<sha256 hex>: mount it
-// on PathPrefix. It serves only verified blobs; an image still pulling gets
-// 503 with Retry-After, an unknown, failed or evicting one 404, a malformed
-// path 400 (package serve).
+// on PathPrefix. It serves only verified blobs; an image on its way
+// (queued, pulling, being verified) gets 503 with Retry-After, an unknown,
+// failed or evicting one 404, a malformed path 400 (package serve).
 func (c *Cache) Handler() http.Handler { return c.srv.Handler() }
 
 // ListenerConfig sets the fast path's timeouts; give it the http.Server's.
@@ -57,7 +57,7 @@ func (b blobs) Pending(d [32]byte) bool {
 	b.c.mu.Lock()
 	defer b.c.mu.Unlock()
 	e := b.c.entries[d]
-	return e != nil && (e.state == StateQueued || e.state == StatePulling)
+	return e != nil && (e.state == StateQueued || e.state == StatePulling || e.state == StateVerifying)
 }
 
 // release ends one reader of e; the last reader of an evicting image

@@ -47,7 +47,8 @@ type entry struct {
 	digest   [32]byte
 	want     Want
 	state    State
-	size     int64 // blob size when ready or evicting
+	size     int64 // blob size when ready, verifying or evicting
+	stamp    stamp // the blob's file as it was when verified (ready)
 	lastUsed time.Time
 	failedAt time.Time
 	reason   string
@@ -60,10 +61,15 @@ type entry struct {
 	cancel   context.CancelFunc
 	release  func() // ends one reader; made once, so a response allocates none
 
-	progress pull.Progress // bytes pulled, written by the worker
+	progress pull.Progress // bytes pulled (or hashed, while verifying), written by its worker
 }
 
 func (e *entry) wanted() bool { return e.listed || e.added }
+
+// onDisk reports whether the image's blob is in the blob directory.
+func (e *entry) onDisk() bool {
+	return e.state == StateReady || e.state == StateVerifying || e.state == StateEvicting
+}
 
 // newEntry is a fresh entry for w, in no state yet.
 func (c *Cache) newEntry(w Want) *entry {

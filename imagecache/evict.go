@@ -10,11 +10,12 @@ func (c *Cache) pinnedLocked(d [32]byte) bool {
 }
 
 // lruLocked lists the images eviction may take, least recently used first:
-// ready, neither listed by SetWanted nor added, not pinned.
+// ready (or being verified), neither listed by SetWanted nor added, not
+// pinned.
 func (c *Cache) lruLocked() []*entry {
 	var out []*entry
 	for _, e := range c.entries {
-		if e.state == StateReady && !e.wanted() && !c.pinnedLocked(e.digest) {
+		if e.onDisk() && e.state != StateEvicting && !e.wanted() && !c.pinnedLocked(e.digest) {
 			out = append(out, e)
 		}
 	}
@@ -31,11 +32,10 @@ func (c *Cache) lruLocked() []*entry {
 // being evicted.
 func (c *Cache) usedLocked() (used, leaving int64) {
 	for _, e := range c.entries {
-		switch e.state {
-		case StateReady:
+		if e.onDisk() {
 			used += e.size
-		case StateEvicting:
-			used += e.size
+		}
+		if e.state == StateEvicting {
 			leaving += e.size
 		}
 	}

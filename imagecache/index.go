@@ -25,8 +25,8 @@ const (
 
 // indexFile is <Dir>/index.json: the images' metadata. Blobs are the truth
 // about what is held; the index adds where they came from, whether they
-// are wanted, and when they were last used. Mode 0600: URLs may be
-// pre-signed.
+// are wanted, when they were last used, and the file each ready blob was
+// verified in. Mode 0600: URLs may be pre-signed.
 type indexFile struct {
 	Version int          `json:"version"`
 	Images  []indexImage `json:"images"`
@@ -42,6 +42,7 @@ type indexImage struct {
 	WantSize     int64     `json:"want_size,omitempty"`
 	State        string    `json:"state"`
 	Size         int64     `json:"size,omitempty"`
+	Verified     *stamp    `json:"verified,omitempty"` // the blob's file when verified; absent: verify again
 	LastUsed     time.Time `json:"last_used,omitzero"`
 	Reason       string    `json:"reason,omitempty"`
 	Listed       bool      `json:"listed,omitempty"`
@@ -91,6 +92,10 @@ func toIndex(e *entry) indexImage {
 	switch e.state {
 	case StateReady:
 		im.State = idxReady
+		st := e.stamp
+		im.Verified = &st
+	case StateVerifying:
+		im.State = idxReady // no stamp: verified again at the next Open
 	case StateEvicting:
 		im.State = idxEvicting
 	case StateFailed:

@@ -1,9 +1,8 @@
 package imagecache
 
 import (
-	"crypto/sha256"
+	"context"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,7 +12,9 @@ import (
 
 // load rebuilds the entries from the index and the files on disk at Open,
 // and deletes what a crash or an earlier run left behind. A blob the index
-// does not know is hashed again before it is adopted.
+// does not know is hashed again before it is adopted; one the index knows
+// but whose file changed since it was verified waits in StateVerifying for
+// Run to hash it again.
 func (c *Cache) load() error {
 	idx, err := readIndex(c.indexPath())
 	if err != nil {
@@ -36,25 +37,32 @@ func (c *Cache) load() error {
 			c.log.Warn("imagecache: index entry dropped", "err", err)
 			continue
 		}
-		size, onDisk := blobs[e.digest]
+		blob, onDisk := blobs[e.digest]
 		delete(blobs, e.digest)
-		c.placeLocked(e, im, size, onDisk)
+		c.placeLocked(e, im, blob, onDisk)
 	}
-	for d, size := range blobs {
-		c.adoptLocked(d, size)
+	for d, blob := range blobs {
+		c.adoptLocked(d, blob.Size)
 	}
 	return c.scrubIngestLocked()
 }
 
-// placeLocked decides the state of an indexed image from what is on disk.
-func (c *Cache) placeLocked(e *entry, im indexImage, size int64, onDisk bool) {
-	bad := im.State == idxEvicting || im.State == idxReady && im.Size != size
+// placeLocked decides the state of an indexed image from what is on disk:
+// ready when the blob is the file that was verified, verifying when it may
+// not be (a crash before the index recorded it, or a file changed since).
+func (c *Cache) placeLocked(e *entry, im indexImage, blob stamp, onDisk bool) {
+	bad := im.State == idxEvicting || im.State == idxReady && im.Size != blob.Size
 	switch {
 	case onDisk && bad:
-		c.log.Info("imagecache: deleting blob", "sha256", im.SHA256, "index_state", im.State, "size", size)
+		c.log.Info("imagecache: deleting blob", "sha256", im.SHA256, "index_state", im.State, "size", blob.Size)
 		c.removeBlob(e.digest)
 	case onDisk:
-		e.state, e.size = StateReady, size
+		e.state, e.size, e.stamp = StateReady, blob.Size, blob
+		if im.State != idxReady || im.Verified == nil || *im.Verified != blob {
+			e.state, e.stamp = StateVerifying, stamp{}
+			c.log.Info("imagecache: blob to verify again before it is served", "sha256", im.SHA256,
+				"recorded", im.Verified, "found", blob)
+		}
 		if e.lastUsed.IsZero() {
 			e.lastUsed = c.cfg.Now()
 		}
@@ -70,39 +78,32 @@ func (c *Cache) placeLocked(e *entry, im indexImage, size int64, onDisk bool) {
 // adoptLocked takes in a blob the index does not list (the index was lost),
 // released, after checking its digest.
 func (c *Cache) adoptLocked(d [32]byte, size int64) {
-	ok, err := fileHasDigest(c.blobPath(d), d)
+	ok, err := fileHasDigest(context.Background(), c.blobPath(d), d, nil)
 	if err != nil || !ok {
 		c.log.Warn("imagecache: deleting unlisted blob that does not verify", "sha256", hexOf(d), "err", err)
 		c.removeBlob(d)
 		return
 	}
+	st, err := stampOf(c.blobPath(d))
+	if err != nil {
+		c.log.Warn("imagecache: deleting unlisted blob", "sha256", hexOf(d), "err", err)
+		c.removeBlob(d)
+		return
+	}
 	e := c.newEntry(Want{SHA256: d})
-	e.state, e.size, e.lastUsed = StateReady, size, c.cfg.Now()
+	e.state, e.size, e.stamp, e.lastUsed = StateReady, size, st, c.cfg.Now()
 	c.entries[d] = e
 	c.log.Info("imagecache: adopted unlisted blob", "sha256", hexOf(d), "size", size)
 }
 
-func fileHasDigest(path string, d [32]byte) (bool, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return false, err
-	}
-	defer f.Close()
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
-		return false, err
-	}
-	return [32]byte(h.Sum(nil)) == d, nil
-}
-
-// scanBlobs lists the blobs by digest; anything else in the blob directory
-// is deleted.
-func (c *Cache) scanBlobs() (map[[32]byte]int64, error) {
+// scanBlobs lists the blobs by digest with their files' stamps; anything
+// else in the blob directory is deleted.
+func (c *Cache) scanBlobs() (map[[32]byte]stamp, error) {
 	des, err := os.ReadDir(c.blobDir)
 	if err != nil {
 		return nil, fmt.Errorf("imagecache: scan blobs: %w", err)
 	}
-	blobs := make(map[[32]byte]int64, len(des))
+	blobs := make(map[[32]byte]stamp, len(des))
 	for _, de := range des {
 		d, perr := ParsePath(PathPrefix + de.Name())
 		info, ierr := de.Info()
@@ -111,7 +112,7 @@ func (c *Cache) scanBlobs() (map[[32]byte]int64, error) {
 			os.RemoveAll(filepath.Join(c.blobDir, de.Name()))
 			continue
 		}
-		blobs[d] = info.Size()
+		blobs[d] = stampOfInfo(info)
 	}
 	return blobs, nil
 }

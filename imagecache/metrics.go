@@ -44,7 +44,7 @@ var (
 	usedDesc = prometheus.NewDesc("siteboot_cache_used_bytes",
 		"Bytes of blobs on disk, including images being evicted.", nil, nil)
 	imagesDesc = prometheus.NewDesc("siteboot_cache_images",
-		"Images by state (queued, pulling, ready, evicting, failed).", []string{"state"}, nil)
+		"Images by state (queued, pulling, ready, evicting, failed, verifying).", []string{"state"}, nil)
 )
 
 // Describe implements prometheus.Collector for the gauges.
@@ -66,7 +66,7 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 	c.mu.Unlock()
 	ch <- prometheus.MustNewConstMetric(capacityDesc, prometheus.GaugeValue, float64(c.cfg.Capacity))
 	ch <- prometheus.MustNewConstMetric(usedDesc, prometheus.GaugeValue, float64(used))
-	for s := StateQueued; s <= StateFailed; s++ {
+	for s := StateQueued; s <= StateVerifying; s++ {
 		ch <- prometheus.MustNewConstMetric(imagesDesc, prometheus.GaugeValue, float64(counts[s]), s.String())
 	}
 }

@@ -13,8 +13,9 @@ import (
 	"github.com/siteboot/siteboot/internal/redact"
 )
 
-// Run pulls the queued images with Config.Concurrency workers, requeues
-// failed ones after Config.RetryFailed and persists last-used times every
+// Run pulls the queued images with Config.Concurrency workers, verifies
+// again the blobs Open found changed, requeues failed images after
+// Config.RetryFailed and persists last-used times every
 // Config.FlushInterval, until ctx ends. A pull interrupted by ctx keeps its
 // checkpoint and resumes at the next Run. Call it once.
 func (c *Cache) Run(ctx context.Context) error {
@@ -22,6 +23,7 @@ func (c *Cache) Run(ctx context.Context) error {
 	for range c.cfg.Concurrency {
 		wg.Go(func() { c.worker(ctx) })
 	}
+	wg.Go(func() { c.verifyAll(ctx) })
 	c.kickWorkers()
 	t := time.NewTicker(c.cfg.FlushInterval)
 	defer t.Stop()
@@ -115,20 +117,28 @@ func (c *Cache) pull(ctx context.Context, e *entry, want Want) error {
 	return c.commit(e)
 }
 
-// commit renames a verified ingest file into the blob directory and makes
-// the rename durable.
+// commit renames a verified ingest file into the blob directory, makes the
+// rename durable, and records the file it now is.
 func (c *Cache) commit(e *entry) error {
 	d := e.digest
 	if err := os.Rename(c.partPath(d), c.blobPath(d)); err != nil {
 		return fmt.Errorf("commit: %w", err)
 	}
-	if err := atomicfile.SyncDir(c.blobDir); err != nil {
+	err := atomicfile.SyncDir(c.blobDir)
+	var st stamp
+	if err == nil {
+		st, err = stampOf(c.blobPath(d))
+	}
+	if err != nil {
 		c.removeBlob(d)
 		return fmt.Errorf("commit: %w", err)
 	}
 	if err := os.Remove(c.ckptPath(d)); err != nil && !errors.Is(err, os.ErrNotExist) {
 		c.log.Warn("imagecache: remove checkpoint", "sha256", hexOf(d), "err", err)
 	}
+	c.mu.Lock()
+	e.stamp = st
+	c.mu.Unlock()
 	return nil
 }
 
@@ -139,7 +149,7 @@ func (c *Cache) finish(runCtx context.Context, e *entry, err error) {
 	d, result := e.digest, "ok"
 	switch {
 	case err == nil:
-		e.state, e.size, e.lastUsed, e.reason = StateReady, e.progress.Done.Load(), c.cfg.Now(), ""
+		e.state, e.size, e.lastUsed, e.reason = StateReady, e.stamp.Size, c.cfg.Now(), ""
 		c.log.Info("imagecache: image ready", "sha256", hexOf(d), "size", e.size)
 	case !e.wanted():
 		result = "cancelled"

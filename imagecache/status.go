@@ -42,8 +42,11 @@ func (c *Cache) infoLocked(e *entry) Info {
 	if e.want.URL == "" {
 		in.URL = ""
 	}
-	if e.state == StateQueued || e.state == StatePulling {
+	switch e.state {
+	case StateQueued, StatePulling:
 		in.Done, in.Size = e.progress.Done.Load(), max(e.progress.Total.Load(), 0)
+	case StateVerifying:
+		in.Done = e.progress.Done.Load()
 	}
 	return in
 }

@@ -134,7 +134,7 @@ func (c *Cache) Remove(digest [32]byte) error {
 		return fmt.Errorf("%w: %s", err, hexOf(digest))
 	}
 	e.added = false
-	if e.state == StateReady {
+	if e.state == StateReady || e.state == StateVerifying {
 		c.evictLocked(e)
 	} else {
 		c.releaseLocked(e)

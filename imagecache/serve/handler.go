@@ -11,9 +11,9 @@ import (
 )
 
 // Handler returns the handler of GET and HEAD /cache/<sha256 hex>: mount it
-// on PathPrefix. It serves only verified blobs; an image still pulling gets
-// 503 with Retry-After, an unknown, failed or evicting one 404, a malformed
-// path 400. The response writer reaches the
+// on PathPrefix. It serves only verified blobs; an image on its way (queued,
+// pulling, being verified) gets 503 with Retry-After, an unknown, failed or
+// evicting one 404, a malformed path 400. The response writer reaches the
 // file unwrapped, so the body goes out through the kernel's sendfile path.
 func (s *Server) Handler() http.Handler { return handler{s} }
 
@@ -46,7 +46,7 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) (int, int64) 
 		return reply(w, http.StatusInternalServerError, "cannot open the image")
 	case !ok && s.store.Pending(d):
 		w.Header().Set("Retry-After", s.retryAfter)
-		return reply(w, http.StatusServiceUnavailable, "image is being pulled")
+		return reply(w, http.StatusServiceUnavailable, "image is being pulled or verified")
 	case !ok:
 		return reply(w, http.StatusNotFound, "image not in the cache")
 	}

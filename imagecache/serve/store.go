@@ -19,7 +19,7 @@ type Store interface {
 	// a reader on it until Release. ok is false for an image that is not
 	// ready; err is for one that is but whose file cannot be opened.
 	Acquire(digest [32]byte) (b Blob, ok bool, err error)
-	// Pending reports whether digest is on its way to ready (queued or
-	// pulling): 503 with Retry-After rather than 404.
+	// Pending reports whether digest is on its way to ready (queued,
+	// pulling, or being verified): 503 with Retry-After rather than 404.
 	Pending(digest [32]byte) bool
 }
