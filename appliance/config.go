@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/siteboot/siteboot/imagecache"
+	"github.com/siteboot/siteboot/internal/httpserver"
 	"github.com/siteboot/siteboot/lease"
 	"go.yaml.in/yaml/v3"
 )
@@ -34,8 +35,10 @@ type Config struct {
 		} `yaml:"tls"`
 	} `yaml:"admin"`
 	HTTP struct {
-		Listen    string `yaml:"listen" doc:"HTTP address: scripts, boot files, cache, /healthz, /readyz, /metrics"`
-		Advertise string `yaml:"advertise" doc:"base URL machines use to reach HTTP (default: the arrival interface's address and http.listen's port)"`
+		Listen          string   `yaml:"listen" doc:"HTTP address: scripts, boot files, cache, /healthz, /readyz, /metrics"`
+		Advertise       string   `yaml:"advertise" doc:"base URL machines use to reach HTTP, at most 57 bytes (default: the address a request arrived at and http.listen's port; never the client's Host header)"`
+		MaxConnections  int      `yaml:"max_connections" doc:"open HTTP connections at most; more are answered 503 and closed at once (0: 4096, lowered to fit the file-descriptor limit at two per connection after 1024)"`
+		ProgressTimeout Duration `yaml:"progress_timeout" doc:"abort a response whose client accepts no byte for this long (a slow but moving one is not cut)"`
 	} `yaml:"http"`
 	DHCP struct {
 		Enabled     string   `yaml:"enabled" doc:"proxyDHCP on UDP 67 and 4011: auto (on; off with a warning when it cannot bind, e.g. not root), true (must run), false"`
@@ -59,7 +62,7 @@ type Config struct {
 	} `yaml:"ramdisk"`
 	Cache struct {
 		Capacity    string `yaml:"capacity" doc:"image cache size bound, e.g. 200GiB or 500G (empty: unbounded)"`
-		MinFree     string `yaml:"min_free" doc:"disk space a pull must leave free, e.g. 5GiB"`
+		MinFree     string `yaml:"min_free" doc:"disk space pulls leave free on the data directory's file system, which holds raft.db too, e.g. 5GiB (empty: the larger of 1GiB and 5% of that file system)"`
 		Concurrency int    `yaml:"concurrency" doc:"pulls at once"`
 		CABundle    string `yaml:"ca_bundle" doc:"extra PEM CA bundle trusted for https image origins"`
 		Checkpoint  string `yaml:"checkpoint" doc:"data a pull writes between durable resume points, e.g. 64MiB"`
@@ -124,6 +127,7 @@ func DefaultConfig() Config {
 	c.Cache.Concurrency = 2
 	c.Cache.Checkpoint = "64MiB"
 	c.Cache.FastPath = true
+	c.HTTP.ProgressTimeout = Duration(httpserver.DefaultProgressTimeout)
 	c.Lease.TTL = Duration(10 * time.Second)
 	c.Entries.DefaultTTL = Duration(24 * time.Hour)
 	c.Log.Level = "info"
@@ -201,6 +205,12 @@ func (c *Config) check() error {
 	}
 	if _, _, err := net.SplitHostPort(c.HTTP.Listen); err != nil {
 		bad("http.listen", "%q: %v", c.HTTP.Listen, err)
+	}
+	if c.HTTP.MaxConnections < 0 || c.HTTP.MaxConnections > 1_000_000 {
+		bad("http.max_connections", "%d: want 0 (automatic) to 1000000", c.HTTP.MaxConnections)
+	}
+	if c.HTTP.ProgressTimeout < Duration(time.Second) {
+		bad("http.progress_timeout", "%s: at least 1s", time.Duration(c.HTTP.ProgressTimeout))
 	}
 	if n, err := parseSize(c.Cache.Checkpoint); err == nil && n < 1<<20 {
 		bad("cache.checkpoint", "%q: at least 1MiB", c.Cache.Checkpoint)

@@ -2,21 +2,11 @@ package appliance
 
 import (
 	"context"
-	"errors"
-	"fmt"
-	"log/slog"
-	"net"
-	"net/http"
 	"time"
 
 	"github.com/siteboot/siteboot/imagecache"
+	"github.com/siteboot/siteboot/internal/httpserver"
 	"golang.org/x/sync/errgroup"
-)
-
-// The HTTP server's timeouts, shared with the image cache's fast path.
-const (
-	httpReadHeaderTimeout = 10 * time.Second
-	httpIdleTimeout       = 2 * time.Minute
 )
 
 // janitorEvery is how often expired entries are purged from the state.
@@ -24,15 +14,21 @@ const janitorEvery = 30 * time.Second
 
 // Run serves every part until ctx ends or one of them fails.
 func (a *Appliance) Run(ctx context.Context) error {
+	hs, err := httpserver.New(httpserver.Config{MaxConnections: a.cfg.HTTP.MaxConnections,
+		ProgressTimeout: time.Duration(a.cfg.HTTP.ProgressTimeout), Logger: a.log, Metrics: a.reg})
+	if err != nil {
+		return err
+	}
 	g, ctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return a.node.Run(ctx) })
 	g.Go(func() error { return a.ledger.Run(ctx) })
 	g.Go(func() error { return a.runCache(ctx) })
-	ln := a.httpLn
+	ln := hs.Listener(a.httpLn)
 	if a.cfg.Cache.FastPath {
-		ln = a.cache.Listener(ln, imagecache.ListenerConfig{ReadHeaderTimeout: httpReadHeaderTimeout, IdleTimeout: httpIdleTimeout})
+		ln = a.cache.Listener(ln, imagecache.ListenerConfig{
+			ReadHeaderTimeout: httpserver.DefaultReadHeaderTimeout, IdleTimeout: httpserver.DefaultIdleTimeout})
 	}
-	g.Go(func() error { return serveHTTP(ctx, ln, a.httpMux(), a.log) })
+	g.Go(func() error { return hs.Serve(ctx, ln, a.httpMux()) })
 	if a.dhcp != nil {
 		g.Go(func() error { return a.dhcp.Serve(ctx, a.dhcpConn...) })
 	}
@@ -41,7 +37,7 @@ func (a *Appliance) Run(ctx context.Context) error {
 	}
 	g.Go(func() error { a.store.RunJanitor(ctx, janitorEvery); return nil })
 	g.Go(func() error { a.announceReady(ctx); return nil })
-	err := g.Wait()
+	err = g.Wait()
 	a.log.Info("siteboot stopped")
 	return err
 }
@@ -99,30 +95,4 @@ func (a *Appliance) announceReady(ctx context.Context) {
 	a.log.Info("siteboot ready", "site", a.cfg.SiteID, "node", a.cfg.NodeID, "version", a.version, "epoch", epoch,
 		"admin_socket", a.cfg.Admin.Socket, "http", a.httpLn.Addr().String(), "data_dir", a.cfg.DataDir,
 		"boot_files", len(a.boot.Files()), "kid", a.signer.KID())
-}
-
-// serveHTTP serves h on ln until ctx ends, then shuts down gracefully: the
-// server, then ln itself when it has connections of its own (the image
-// cache's fast path).
-func serveHTTP(ctx context.Context, ln net.Listener, h http.Handler, log *slog.Logger) error {
-	srv := &http.Server{
-		Handler:           h,
-		ReadHeaderTimeout: httpReadHeaderTimeout,
-		IdleTimeout:       httpIdleTimeout,
-		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
-	}
-	go func() {
-		<-ctx.Done()
-		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(sctx)
-		if s, ok := ln.(interface{ Shutdown(context.Context) error }); ok {
-			_ = s.Shutdown(sctx)
-		}
-	}()
-	log.Info("http listening", "addr", ln.Addr().String())
-	if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-		return fmt.Errorf("http: %w", err)
-	}
-	return nil
 }

@@ -12,6 +12,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+
+	"github.com/siteboot/siteboot/internal/atomicfile"
 )
 
 // maxKeyFile bounds what LoadOrCreateKey reads; a PKCS#8 P-256 key in PEM is
@@ -99,7 +101,7 @@ func createKey(path string) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("discovery: node key dir: %w", err)
 	}
-	tmp, err := writeTemp(dir, ".nodekey-*.tmp", data)
+	tmp, err := atomicfile.Temp(dir, ".nodekey-*.tmp", data)
 	if err != nil {
 		return fmt.Errorf("discovery: write node key: %w", err)
 	}
@@ -111,5 +113,5 @@ func createKey(path string) error {
 		}
 		return fmt.Errorf("discovery: install node key: %w", err)
 	}
-	return syncDir(dir)
+	return atomicfile.SyncDir(dir)
 }

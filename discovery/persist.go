@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/siteboot/siteboot/internal/atomicfile"
 )
 
 // Run persists the ledger every Interval while it has changed, and once more
@@ -65,7 +67,7 @@ func (l *Ledger) write(ms []machine) error {
 	if err != nil {
 		return fmt.Errorf("discovery: encode ledger: %w", err)
 	}
-	if err := replaceFile(l.cfg.Path, data); err != nil {
+	if err := atomicfile.Write(l.cfg.Path, data); err != nil {
 		return fmt.Errorf("discovery: save ledger %s: %w", l.cfg.Path, err)
 	}
 	return nil

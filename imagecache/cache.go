@@ -10,8 +10,10 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
-	"sync/atomic"
 	"time"
+
+	"github.com/siteboot/siteboot/imagecache/pull"
+	"github.com/siteboot/siteboot/imagecache/serve"
 )
 
 // Cache is the verified image cache of one data directory. It is safe for
@@ -20,13 +22,14 @@ import (
 type Cache struct {
 	cfg       Config
 	log       *slog.Logger
-	client    *http.Client
 	own       *http.Transport // the default transport, closed by Close
 	dir       string
 	blobDir   string
 	ingestDir string
 	lockFile  *os.File
 	m         *metrics
+	puller    *pull.Puller
+	srv       *serve.Server
 
 	indexMu sync.Mutex // serialises index writes; taken before mu, never inside it
 
@@ -44,7 +47,8 @@ type entry struct {
 	digest   [32]byte
 	want     Want
 	state    State
-	size     int64 // blob size when ready or evicting
+	size     int64 // blob size when ready, verifying or evicting
+	stamp    stamp // the blob's file as it was when verified (ready)
 	lastUsed time.Time
 	failedAt time.Time
 	reason   string
@@ -55,12 +59,25 @@ type entry struct {
 	busy     bool   // a worker owns its ingest files
 	restart  bool   // drop the partial data when the worker stops
 	cancel   context.CancelFunc
+	release  func() // ends one reader; made once, so a response allocates none
 
-	done  atomic.Int64 // bytes pulled, written by the worker
-	total atomic.Int64 // origin size, -1 when unknown
+	progress pull.Progress // bytes pulled (or hashed, while verifying), written by its worker
 }
 
 func (e *entry) wanted() bool { return e.listed || e.added }
+
+// onDisk reports whether the image's blob is in the blob directory.
+func (e *entry) onDisk() bool {
+	return e.state == StateReady || e.state == StateVerifying || e.state == StateEvicting
+}
+
+// newEntry is a fresh entry for w, in no state yet.
+func (c *Cache) newEntry(w Want) *entry {
+	e := &entry{digest: w.SHA256, want: w}
+	e.progress.Total.Store(-1)
+	e.release = func() { c.release(e) }
+	return e
+}
 
 // Open opens (creating it if needed) the cache in cfg.Dir: it takes the
 // directory's lock, loads the index, scrubs leftovers of earlier runs and
@@ -78,15 +95,26 @@ func Open(cfg Config) (*Cache, error) {
 		changed:   make(chan struct{}),
 		kick:      make(chan struct{}, 1),
 	}
-	c.client, c.own = pullClient(cfg.HTTPClient)
 	if err := c.openDir(); err != nil {
 		return nil, err
 	}
-	if err := c.load(); err != nil {
+	if err := c.setMinFree(); err != nil {
 		c.unlock()
 		return nil, err
 	}
 	c.m = newMetrics(c)
+	client, own := pullClient(cfg.HTTPClient)
+	c.own = own
+	c.puller = pull.New(pull.Config{
+		Client: client, Retries: cfg.Retries, Backoff: cfg.Backoff, Sleep: cfg.Sleep,
+		StallTimeout: cfg.StallTimeout, CheckpointBytes: cfg.CheckpointBytes,
+		Logger: cfg.Logger, Bytes: c.m.pullBytes,
+	})
+	c.srv = serve.New(serve.Config{Store: blobs{c}, RetryAfter: cfg.RetryAfter, Logger: cfg.Logger, Metrics: c.m.serve})
+	if err := c.load(); err != nil {
+		c.unlock()
+		return nil, err
+	}
 	if cfg.Metrics != nil {
 		if err := c.m.register(cfg.Metrics); err != nil {
 			c.unlock()
@@ -192,5 +220,11 @@ func (c *Cache) removeIngestLocked(d [32]byte) {
 		if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
 			c.log.Error("imagecache: remove ingest file", "path", p, "err", err)
 		}
+	}
+}
+
+func (c *Cache) removeBlob(d [32]byte) {
+	if err := os.Remove(c.blobPath(d)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		c.log.Error("imagecache: delete blob", "sha256", hexOf(d), "err", err)
 	}
 }

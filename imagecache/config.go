@@ -25,7 +25,11 @@ type Config struct {
 	// Capacity bounds the bytes of blobs; 0 means unbounded. Released
 	// images are evicted least recently used first to stay under it.
 	Capacity int64
-	// MinFree is disk space a pull must leave free (default 0).
+	// MinFree is disk space pulls leave free on the file system of Dir,
+	// which may also hold the raft log (default: the larger of 1 GiB and
+	// 5 % of that file system's size). A pull that would go below it
+	// fails and its partial data is deleted; one whose size is known fails
+	// before it writes.
 	MinFree int64
 	// Concurrency is the number of pulls at once (default 2).
 	Concurrency int

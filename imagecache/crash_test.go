@@ -237,8 +237,9 @@ func expectedBody(method string, resp *http.Response, data []byte) ([]byte, bool
 		}
 		return data, true
 	case 206:
-		first, last, size, ok := parseContentRange(resp.Header.Get("Content-Range"))
-		if !ok || size != int64(len(data)) || resp.ContentLength != last-first+1 {
+		var first, last, size int64
+		_, err := fmt.Sscanf(resp.Header.Get("Content-Range"), "bytes %d-%d/%d", &first, &last, &size)
+		if err != nil || first < 0 || last < first || size != int64(len(data)) || resp.ContentLength != last-first+1 {
 			return nil, false
 		}
 		return data[first : last+1], true

@@ -2,70 +2,41 @@ package imagecache
 
 import (
 	"encoding/hex"
-	"errors"
 	"fmt"
-	"strings"
+
+	"github.com/siteboot/siteboot/imagecache/serve"
+	"github.com/siteboot/siteboot/internal/redact"
 )
 
 // PathPrefix is the URL path prefix the Handler serves: PathPrefix + the
 // lower-case hex SHA-256 of an image.
-const PathPrefix = "/cache/"
+const PathPrefix = serve.PathPrefix
 
 // ErrMalformedPath is returned by ParsePath for anything but
 // "/cache/<64 lower-case hex digits>".
-var ErrMalformedPath = errors.New("imagecache: malformed cache path")
+var ErrMalformedPath = serve.ErrMalformedPath
+
+// ParsePath parses the URL path of a cache request. Only the canonical form
+// "/cache/<64 lower-case hex digits>" is accepted, so each blob has exactly
+// one URL.
+func ParsePath(p string) ([32]byte, error) { return serve.ParsePath(p) }
+
+// URLPath returns the path the Handler serves digest under.
+func URLPath(digest [32]byte) string { return serve.URLPath(digest) }
 
 // ParseDigest parses a SHA-256 digest written as 64 hex digits (either case),
 // as an operator types it for "image rm".
 func ParseDigest(s string) ([32]byte, error) {
 	var d [32]byte
 	if len(s) != hex.EncodedLen(len(d)) {
-		return d, fmt.Errorf("imagecache: digest %q: want 64 hex digits", clip(s))
+		return d, fmt.Errorf("imagecache: digest %q: want 64 hex digits", redact.Clip(s))
 	}
 	if _, err := hex.Decode(d[:], []byte(s)); err != nil {
-		return d, fmt.Errorf("imagecache: digest %q: %w", clip(s), err)
+		return d, fmt.Errorf("imagecache: digest %q: %w", redact.Clip(s), err)
 	}
 	return d, nil
-}
-
-// ParsePath parses the URL path of a cache request. Only the canonical form
-// "/cache/<64 lower-case hex digits>" is accepted, so each blob has exactly
-// one URL.
-func ParsePath(p string) ([32]byte, error) {
-	var d [32]byte
-	h, ok := strings.CutPrefix(p, PathPrefix)
-	if !ok || len(h) != 64 {
-		return d, ErrMalformedPath
-	}
-	for i := 0; i < len(h); i++ {
-		if !isLowerHex(h[i]) {
-			return d, ErrMalformedPath
-		}
-	}
-	if _, err := hex.Decode(d[:], []byte(h)); err != nil {
-		return d, ErrMalformedPath
-	}
-	return d, nil
-}
-
-// URLPath returns the path the Handler serves digest under.
-func URLPath(digest [32]byte) string {
-	return PathPrefix + hex.EncodeToString(digest[:])
-}
-
-func isLowerHex(c byte) bool {
-	return c >= '0' && c <= '9' || c >= 'a' && c <= 'f'
 }
 
 // hexOf is the lower-case hex form of a digest: blob and ingest file names,
-// ETags, log fields.
+// log fields.
 func hexOf(d [32]byte) string { return hex.EncodeToString(d[:]) }
-
-// clip shortens hostile input before it goes into an error or a log line.
-func clip(s string) string {
-	const max = 80
-	if len(s) <= max {
-		return s
-	}
-	return s[:max] + "…"
-}

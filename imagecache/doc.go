@@ -1,7 +1,7 @@
 // Package imagecache owns the site's verified image cache: a content-addressed
 // store of catalog images (SiteSpec.cache_images, bettercompute.site.v1
-// CacheImage, and images added by an operator), the pulls that fill it, the
-// HTTP range server for /cache/<sha256 hex> that iPXE sanboot and the
+// CacheImage, and images added by an operator), the pulls that fill it,
+// the HTTP range server for /cache/<sha256 hex> that iPXE sanboot and the
 // provisioning ramdisks read from, LRU eviction under a byte capacity, and
 // the ImagesSection / CachedImage status view (bettercompute.agent.v1,
 // protocol reference section "ImagesSection").
@@ -10,17 +10,18 @@
 // SHA-256 has not been verified: bytes are served only from the blob
 // directory, and a file gets there only by a rename after its data was
 // fsynced and its streaming digest and size were compared with the wanted
-// ones. Pulls hash while they write (one pass, no re-read) and checkpoint
-// the hash state next to the data so that a pull resumes with Range and
-// If-Range after a crash.
+// ones.
 //
-// Serving follows RFC 9110 (sections 13 and 14: conditional requests, Range,
-// 206 and 416) with a strong ETag (the digest in hex) and hands the open
-// file to the response writer's io.ReaderFrom, so the kernel's sendfile path
-// carries the bytes. Listener is a fast path in front of net/http for the
-// plain range reads of ready images that dominate a sanboot storm; it gives
-// the same answers with less work per request and hands every other
-// request to net/http. Decompress-on-pull reads zstd (RFC 8878) and gzip
-// (RFC 1952) through github.com/klauspost/compress. README.md describes the
-// on-disk layout and the semantics the appliance and the CLI build on.
+// The package is the store: the entries and their states, the index, the
+// reconciliation with the disk at Open (load.go), the wanted set
+// (wantset.go), eviction and disk space (evict.go, space.go), the workers
+// (run.go) and the status views (status.go). Two sub-packages do the rest
+// behind narrow seams: pull fetches and verifies one image into the ingest
+// area given a Request (it never touches the blob directory; commit here
+// renames its file in), and serve answers HTTP for the blobs through
+// net/http and its fast path, seeing the store only as Acquire(digest) →
+// (file, size, release) and Pending(digest) (blobs.go). The range and
+// conditional-request rules are internal/httpfile's, shared with the boot
+// files. README.md describes the on-disk layout and the semantics the
+// appliance and the CLI build on.
 package imagecache

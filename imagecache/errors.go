@@ -5,32 +5,23 @@ import (
 	"fmt"
 )
 
-// pullError marks an error no retry can fix: a digest mismatch from a fresh
-// download, a full disk, a 404.
-type pullError struct{ err error }
-
-func (e *pullError) Error() string { return e.err.Error() }
-func (e *pullError) Unwrap() error { return e.err }
-
-func permanent(err error) error {
-	if err == nil || isPermanent(err) {
-		return err
-	}
-	return &pullError{err: err}
-}
-
-func permanentf(format string, args ...any) error {
-	return &pullError{err: fmt.Errorf(format, args...)}
-}
-
-func isPermanent(err error) bool {
-	var pe *pullError
-	return errors.As(err, &pe)
-}
-
+// Errors Remove and Wait return; the admin API maps them to status codes.
 var (
-	// errDigest is wrapped by digest mismatches.
-	errDigest = errors.New("sha256 mismatch")
-	// errStalled is an attempt that received nothing for StallTimeout.
-	errStalled = errors.New("origin stalled")
+	// ErrNotFound: the cache has no such image.
+	ErrNotFound = errors.New("imagecache: image not in the cache")
+	// ErrPinned: an entry's sanboot_sha256 or the ramdisk profile needs it.
+	ErrPinned = errors.New("imagecache: image is referenced by a boot entry or the ramdisk profile")
+	// ErrWanted: the last SetWanted lists it (the site spec, or whatever
+	// else the caller keeps wanted); drop it from there first.
+	ErrWanted = errors.New("imagecache: image is wanted by the site (listed in SetWanted)")
 )
+
+// FailedError is Wait's error for an image whose pull failed.
+type FailedError struct {
+	SHA256 [32]byte
+	Reason string
+}
+
+func (e *FailedError) Error() string {
+	return fmt.Sprintf("imagecache: pull of %s failed: %s", hexOf(e.SHA256), e.Reason)
+}

@@ -29,6 +29,9 @@ func fastServer(t *testing.T, c *Cache, cfg ListenerConfig) (*Listener, string) 
 	mux.Handle(PathPrefix, c.Handler())
 	mux.HandleFunc("/other", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "other\n") })
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	if cfg.ReadHeaderTimeout > 0 {
+		srv.ReadHeaderTimeout = cfg.ReadHeaderTimeout
+	}
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(fl) }()
 	t.Cleanup(func() {
@@ -181,16 +184,16 @@ func TestFastPathMatchesNetHTTP(t *testing.T) {
 		{"bare lf", "GET " + p + " HTTP/1.1\nHost: a\n\n", false},
 		{"space before colon", req("GET", p, "Range : bytes=0-1\r\n"), false},
 		{"folded line", req("GET", p, "X-A: 1\r\n 2\r\n"), false},
-		{"huge head", req("GET", p, "X-Pad: "+strings.Repeat("p", 2*readBufSize)+"\r\n", "Range: bytes=0-9\r\n"), false},
+		{"huge head", req("GET", p, "X-Pad: "+strings.Repeat("p", 2*4096)+"\r\n", "Range: bytes=0-9\r\n"), false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			before := counterValue(t, c.m.fastServed)
+			before := counterValue(t, c.m.serve.FastResponses)
 			want := compared(exchange(t, plain, tc.raw))
 			got := compared(exchange(t, fast, tc.raw))
 			if diff := cmp.Diff(want, got); diff != "" {
 				t.Errorf("fast path answer differs from net/http (-net/http +fast):\n%s", diff)
 			}
-			after := counterValue(t, c.m.fastServed)
+			after := counterValue(t, c.m.serve.FastResponses)
 			if served := after > before; served != tc.fast {
 				t.Errorf("answered on the fast path: %t, want %t", served, tc.fast)
 			}
@@ -227,7 +230,7 @@ func TestFastPathHandsOverMidConnection(t *testing.T) {
 			t.Errorf("request %d: status %d", i, resp.StatusCode)
 		}
 	}
-	served, handed := counterValue(t, c.m.fastServed), counterValue(t, c.m.fastHanded)
+	served, handed := counterValue(t, c.m.serve.FastResponses), counterValue(t, c.m.serve.FastHandoffs)
 	if served != 2 || handed != 1 {
 		t.Errorf("fast path served %v and handed over %v connections, want 2 and 1", served, handed)
 	}
@@ -362,7 +365,63 @@ func TestFastPathReaderHoldsEviction(t *testing.T) {
 	if resp, _ := readResponse(t, br, raw); resp.StatusCode != http.StatusNotFound {
 		t.Errorf("after eviction: %s, want 404", resp.Status)
 	}
-	if served, handed := counterValue(t, c.m.fastServed), counterValue(t, c.m.fastHanded); served != 1 || handed != 1 {
+	if served, handed := counterValue(t, c.m.serve.FastResponses), counterValue(t, c.m.serve.FastHandoffs); served != 1 || handed != 1 {
 		t.Errorf("served %v, handed %v; want 1 and 1", served, handed)
+	}
+}
+
+// The first request head of a connection has ReadHeaderTimeout from the
+// accept on the fast path as on net/http: a client that sends its first
+// byte late and then trickles is dropped ReadHeaderTimeout after it
+// connected, not that long after its first byte; and a head too large for
+// the fast path, handed to net/http, gets no second ReadHeaderTimeout.
+func TestFirstHeadDeadlineCountsFromAccept(t *testing.T) {
+	const timeout = 800 * time.Millisecond
+	c := readyCache(t, testConfig(t), testBytes(12, 100))
+	_, fast := fastServer(t, c, ListenerConfig{ReadHeaderTimeout: timeout, IdleTimeout: 10 * time.Second})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	plainSrv := &http.Server{Handler: c.Handler(), ReadHeaderTimeout: timeout}
+	go plainSrv.Serve(ln)
+	t.Cleanup(func() { plainSrv.Close() })
+	head := "GET " + URLPath(digestOf(testBytes(12, 100))) + " HTTP/1.1\r\nHost: x\r\n"
+	for _, tc := range []struct {
+		name  string
+		first string // sent at timeout/2, then a header line every 50 ms
+	}{
+		{"late first byte", head},
+		{"large head handed over", head + "X-Pad: " + strings.Repeat("p", 6000) + "\r\n"},
+	} {
+		for server, addr := range map[string]string{"fast path": fast, "net/http": ln.Addr().String()} {
+			t.Run(tc.name+" via "+server, func(t *testing.T) {
+				conn := dial(t, addr)
+				start := time.Now()
+				stop := make(chan struct{})
+				defer close(stop)
+				go func() {
+					time.Sleep(timeout / 2)
+					if _, err := io.WriteString(conn, tc.first); err != nil {
+						return
+					}
+					for {
+						select {
+						case <-stop:
+							return
+						case <-time.After(50 * time.Millisecond):
+						}
+						if _, err := io.WriteString(conn, "X-Trickle: 1\r\n"); err != nil {
+							return
+						}
+					}
+				}()
+				n, err := io.Copy(io.Discard, conn)
+				took := time.Since(start)
+				if took < timeout*9/10 || took > timeout*13/10 {
+					t.Errorf("connection ended after %v (%d bytes read, %v); want about %v after the connect", took, n, err, timeout)
+				}
+			})
+		}
 	}
 }

@@ -68,12 +68,14 @@ func (s *noSleep) count() int {
 	return len(s.waits)
 }
 
-// testConfig is a config on a fresh directory that never sleeps.
+// testConfig is a config on a fresh directory that never sleeps. It keeps
+// one byte free rather than the default reserve, so that the tests do not
+// depend on the free space of the machine's temporary directory.
 func testConfig(t *testing.T) Config {
 	ns := &noSleep{}
 	return Config{
 		Dir: t.TempDir(), Sleep: ns.sleep, Logger: testLogger(t),
-		Metrics: prometheus.NewRegistry(), CheckpointBytes: 64 << 10,
+		Metrics: prometheus.NewRegistry(), CheckpointBytes: 64 << 10, MinFree: 1,
 	}
 }
 

@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/siteboot/siteboot/internal/atomicfile"
 )
 
 const indexVersion = 1
@@ -23,8 +25,8 @@ const (
 
 // indexFile is <Dir>/index.json: the images' metadata. Blobs are the truth
 // about what is held; the index adds where they came from, whether they
-// are wanted, and when they were last used. Mode 0600: URLs may be
-// pre-signed.
+// are wanted, when they were last used, and the file each ready blob was
+// verified in. Mode 0600: URLs may be pre-signed.
 type indexFile struct {
 	Version int          `json:"version"`
 	Images  []indexImage `json:"images"`
@@ -37,8 +39,10 @@ type indexImage struct {
 	ImageID      string    `json:"image_id,omitempty"`
 	Compression  string    `json:"compression,omitempty"`
 	SourceSHA256 string    `json:"source_sha256,omitempty"`
+	WantSize     int64     `json:"want_size,omitempty"`
 	State        string    `json:"state"`
 	Size         int64     `json:"size,omitempty"`
+	Verified     *stamp    `json:"verified,omitempty"` // the blob's file when verified; absent: verify again
 	LastUsed     time.Time `json:"last_used,omitzero"`
 	Reason       string    `json:"reason,omitempty"`
 	Listed       bool      `json:"listed,omitempty"`
@@ -57,7 +61,10 @@ func (c *Cache) persist() error {
 	if err != nil {
 		return fmt.Errorf("imagecache: encode index: %w", err)
 	}
-	return writeFileAtomic(c.indexPath(), data, true)
+	if err := atomicfile.Write(c.indexPath(), data); err != nil {
+		return fmt.Errorf("imagecache: write index: %w", err)
+	}
+	return nil
 }
 
 // persistLogged is persist for paths that have no caller to return to.
@@ -79,12 +86,16 @@ func (c *Cache) snapshotLocked() indexFile {
 func toIndex(e *entry) indexImage {
 	im := indexImage{
 		SHA256: hexOf(e.digest), URL: e.want.URL, Format: e.want.Format, ImageID: e.want.ImageID,
-		Compression: e.want.Compression, SourceSHA256: hex.EncodeToString(e.want.SourceSHA256),
+		Compression: e.want.Compression, SourceSHA256: hex.EncodeToString(e.want.SourceSHA256), WantSize: e.want.Size,
 		Size: e.size, LastUsed: e.lastUsed, Reason: e.reason, Listed: e.listed, Added: e.added,
 	}
 	switch e.state {
 	case StateReady:
 		im.State = idxReady
+		st := e.stamp
+		im.Verified = &st
+	case StateVerifying:
+		im.State = idxReady // no stamp: verified again at the next Open
 	case StateEvicting:
 		im.State = idxEvicting
 	case StateFailed:
@@ -115,7 +126,7 @@ func readIndex(path string) (indexFile, error) {
 }
 
 // fromIndex rebuilds an entry's metadata; the caller decides its state.
-func fromIndex(im indexImage) (*entry, error) {
+func (c *Cache) fromIndex(im indexImage) (*entry, error) {
 	d, err := ParseDigest(im.SHA256)
 	if err != nil {
 		return nil, err
@@ -124,13 +135,11 @@ func fromIndex(im indexImage) (*entry, error) {
 	if err != nil {
 		return nil, fmt.Errorf("imagecache: index: source sha256 of %s: %w", im.SHA256, err)
 	}
-	w := Want{URL: im.URL, SHA256: d, Format: im.Format, ImageID: im.ImageID,
-		Compression: im.Compression, SourceSHA256: src}
-	e := &entry{digest: d, want: w, size: im.Size, lastUsed: im.LastUsed,
-		reason: im.Reason, listed: im.Listed, added: im.Added}
-	e.total.Store(-1)
 	if len(src) == 0 {
-		e.want.SourceSHA256 = nil
+		src = nil
 	}
+	e := c.newEntry(Want{URL: im.URL, SHA256: d, Format: im.Format, ImageID: im.ImageID,
+		Compression: im.Compression, SourceSHA256: src, Size: im.WantSize})
+	e.size, e.lastUsed, e.reason, e.listed, e.added = im.Size, im.LastUsed, im.Reason, im.Listed, im.Added
 	return e, nil
 }

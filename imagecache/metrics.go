@@ -1,17 +1,18 @@
 package imagecache
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/siteboot/siteboot/imagecache/serve"
+)
 
-// metrics are the cache's counters; gauges are read at scrape time.
+// metrics are the cache's counters, the serving ones included; gauges are
+// read at scrape time.
 type metrics struct {
-	c           *Cache
-	bytesServed prometheus.Counter
-	requests    *prometheus.CounterVec
-	pulls       *prometheus.CounterVec
-	pullBytes   prometheus.Counter
-	evictions   prometheus.Counter
-	fastServed  prometheus.Counter
-	fastHanded  prometheus.Counter
+	c         *Cache
+	serve     *serve.Metrics
+	pulls     *prometheus.CounterVec
+	pullBytes prometheus.Counter
+	evictions prometheus.Counter
 }
 
 func newMetrics(c *Cache) *metrics {
@@ -19,23 +20,17 @@ func newMetrics(c *Cache) *metrics {
 		return prometheus.CounterOpts{Namespace: "siteboot", Subsystem: "cache", Name: name, Help: help}
 	}
 	return &metrics{
-		c:           c,
-		bytesServed: prometheus.NewCounter(opts("bytes_served_total", "Image bytes sent in /cache responses.")),
-		requests: prometheus.NewCounterVec(opts("requests_total",
-			"/cache requests by HTTP status code."), []string{"code"}),
+		c:     c,
+		serve: serve.NewMetrics(),
 		pulls: prometheus.NewCounterVec(opts("pulls_total",
 			"Finished pulls by result (ok, failed, cancelled)."), []string{"result"}),
 		pullBytes: prometheus.NewCounter(opts("pull_bytes_total", "Bytes written to the cache by pulls.")),
 		evictions: prometheus.NewCounter(opts("evictions_total", "Images deleted by eviction or image rm.")),
-		fastServed: prometheus.NewCounter(opts("fast_path_responses_total",
-			"/cache responses sent by the fast path, without net/http (also in requests_total).")),
-		fastHanded: prometheus.NewCounter(opts("fast_path_handoffs_total",
-			"Connections the fast path handed to net/http at a request it does not answer itself.")),
 	}
 }
 
 func (m *metrics) register(reg prometheus.Registerer) error {
-	for _, col := range []prometheus.Collector{m.bytesServed, m.requests, m.pulls, m.pullBytes, m.evictions, m.fastServed, m.fastHanded, m} {
+	for _, col := range append(m.serve.Collectors(), m.pulls, m.pullBytes, m.evictions, m) {
 		if err := reg.Register(col); err != nil {
 			return err
 		}
@@ -49,7 +44,7 @@ var (
 	usedDesc = prometheus.NewDesc("siteboot_cache_used_bytes",
 		"Bytes of blobs on disk, including images being evicted.", nil, nil)
 	imagesDesc = prometheus.NewDesc("siteboot_cache_images",
-		"Images by state (queued, pulling, ready, evicting, failed).", []string{"state"}, nil)
+		"Images by state (queued, pulling, ready, evicting, failed, verifying).", []string{"state"}, nil)
 )
 
 // Describe implements prometheus.Collector for the gauges.
@@ -71,7 +66,7 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 	c.mu.Unlock()
 	ch <- prometheus.MustNewConstMetric(capacityDesc, prometheus.GaugeValue, float64(c.cfg.Capacity))
 	ch <- prometheus.MustNewConstMetric(usedDesc, prometheus.GaugeValue, float64(used))
-	for s := StateQueued; s <= StateFailed; s++ {
+	for s := StateQueued; s <= StateVerifying; s++ {
 		ch <- prometheus.MustNewConstMetric(imagesDesc, prometheus.GaugeValue, float64(counts[s]), s.String())
 	}
 }

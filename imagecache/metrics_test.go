@@ -53,6 +53,7 @@ func TestMetrics(t *testing.T) {
 		"siteboot_cache_images[state=ready]":       1,
 		"siteboot_cache_images[state=evicting]":    0,
 		"siteboot_cache_images[state=failed]":      0,
+		"siteboot_cache_images[state=verifying]":   0,
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("metrics (-want +got):\n%s", diff)

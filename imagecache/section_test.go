@@ -20,9 +20,9 @@ func TestSection(t *testing.T) {
 	put := func(d [32]byte, st State, size int64, used time.Time) {
 		e := &entry{digest: d, state: st, size: size, lastUsed: used,
 			want: Want{URL: "https://cat.example/i.iso?sig=x", ImageID: "img_" + hexOf(d)[:4], SHA256: d}}
-		e.total.Store(-1)
+		e.progress.Total.Store(-1)
 		if st == StatePulling {
-			e.total.Store(size)
+			e.progress.Total.Store(size)
 			e.size = 0
 		}
 		c.entries[d] = e

@@ -23,11 +23,16 @@ const (
 	StateEvicting
 	// StateFailed: the pull failed (Info.Reason says why); nothing is kept.
 	StateFailed
+	// StateVerifying: a blob found at Open whose file is not the one
+	// verified before (another inode, size, mtime or ctime, or no record
+	// of it) is hashed again by Run before it is served; a mismatch
+	// deletes it (and pulls it again when wanted).
+	StateVerifying
 )
 
 var stateNames = map[State]string{
 	StateQueued: "queued", StatePulling: "pulling", StateReady: "ready",
-	StateEvicting: "evicting", StateFailed: "failed",
+	StateEvicting: "evicting", StateFailed: "failed", StateVerifying: "verifying",
 }
 
 // String returns the lower-case name used by "image ls" and the metrics.
@@ -38,12 +43,12 @@ func (s State) String() string {
 	return "unknown"
 }
 
-// Proto maps s to the contract's CachedImageState: queued and pulling are
-// PULLING; failed has no contract state (UNSPECIFIED, and Section leaves
-// failed images out).
+// Proto maps s to the contract's CachedImageState: queued, pulling and
+// verifying are PULLING (on their way, not served yet); failed has no
+// contract state (UNSPECIFIED, and Section leaves failed images out).
 func (s State) Proto() agentv1.CachedImageState {
 	switch s {
-	case StateQueued, StatePulling:
+	case StateQueued, StatePulling, StateVerifying:
 		return agentv1.CachedImageState_CACHED_IMAGE_STATE_PULLING
 	case StateReady:
 		return agentv1.CachedImageState_CACHED_IMAGE_STATE_READY
@@ -60,8 +65,8 @@ type Info struct {
 	ImageID  string
 	Format   string
 	State    State
-	Size     int64     // blob size when ready; the origin's size, when known, while pulling
-	Done     int64     // bytes pulled so far (while queued or pulling)
+	Size     int64     // blob size when ready or verifying; the origin's size, when known, while pulling
+	Done     int64     // bytes pulled so far (while queued or pulling), or hashed (while verifying)
 	LastUsed time.Time // last GET or HEAD, or when it became ready
 	Reason   string    // why the last pull failed
 	Listed   bool      // listed by the last SetWanted

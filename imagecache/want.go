@@ -7,13 +7,15 @@ import (
 	"strings"
 
 	sitev1 "github.com/siteboot/siteboot/gen/bettercompute/site/v1"
+	"github.com/siteboot/siteboot/imagecache/pull"
+	"github.com/siteboot/siteboot/internal/redact"
 )
 
 // Compression names for Want.Compression.
 const (
 	CompressionNone = ""
-	CompressionZstd = "zstd"
-	CompressionGzip = "gzip"
+	CompressionZstd = pull.Zstd
+	CompressionGzip = pull.Gzip
 )
 
 // Want is one image the cache should hold.
@@ -40,6 +42,12 @@ type Want struct {
 	// checksums (when the frames carry them) and the gzip CRC-32 still
 	// apply, and SHA256 is always checked.
 	SourceSHA256 []byte
+	// Size, when not 0, is the size of the stored image as the catalog
+	// gives it: a pull whose origin announces another size, or whose data
+	// (decompressed data included) grows past it, fails at once, and room
+	// is made for it before a byte is written. Without it a pull of
+	// unknown size is bounded only by Config.Capacity and Config.MinFree.
+	Size int64
 }
 
 // FromCacheImage converts the contract's CacheImage (SiteSpec.cache_images)
@@ -48,7 +56,7 @@ type Want struct {
 func FromCacheImage(ci *sitev1.CacheImage) (Want, error) {
 	d := ci.GetSha256()
 	if len(d) != 32 {
-		return Want{}, fmt.Errorf("imagecache: cache image %s: sha256 has %d bytes, want 32", redactURL(ci.GetUrl()), len(d))
+		return Want{}, fmt.Errorf("imagecache: cache image %s: sha256 has %d bytes, want 32", redact.URL(ci.GetUrl()), len(d))
 	}
 	w := Want{URL: ci.GetUrl(), SHA256: [32]byte(d), Format: ci.GetFormat()}
 	return w, w.Validate()
@@ -57,10 +65,13 @@ func FromCacheImage(ci *sitev1.CacheImage) (Want, error) {
 // Validate reports whether w can be pulled.
 func (w Want) Validate() error {
 	if w.SHA256 == ([32]byte{}) {
-		return fmt.Errorf("imagecache: want %s: sha256 is required", redactURL(w.URL))
+		return fmt.Errorf("imagecache: want %s: sha256 is required", redact.URL(w.URL))
 	}
 	if err := checkURL(w.URL); err != nil {
 		return err
+	}
+	if w.Size < 0 {
+		return fmt.Errorf("imagecache: want %s: size %d is negative", hexOf(w.SHA256), w.Size)
 	}
 	switch w.Compression {
 	case CompressionNone:
@@ -72,7 +83,7 @@ func (w Want) Validate() error {
 			return fmt.Errorf("imagecache: want %s: source sha256 has %d bytes, want 32", hexOf(w.SHA256), n)
 		}
 	default:
-		return fmt.Errorf("imagecache: want %s: unknown compression %q", hexOf(w.SHA256), clip(w.Compression))
+		return fmt.Errorf("imagecache: want %s: unknown compression %q", hexOf(w.SHA256), redact.Clip(w.Compression))
 	}
 	return nil
 }
@@ -80,32 +91,18 @@ func (w Want) Validate() error {
 func checkURL(raw string) error {
 	u, err := url.Parse(raw)
 	if err != nil {
-		return fmt.Errorf("imagecache: image url: %w", stripURLError(err))
+		return fmt.Errorf("imagecache: image url: %w", redact.URLError(err))
 	}
 	if u.Scheme != "http" && u.Scheme != "https" {
-		return fmt.Errorf("imagecache: image url %s: scheme must be http or https", redactURL(raw))
+		return fmt.Errorf("imagecache: image url %s: scheme must be http or https", redact.URL(raw))
 	}
 	if u.Host == "" || u.Opaque != "" {
-		return fmt.Errorf("imagecache: image url %s: no host", redactURL(raw))
+		return fmt.Errorf("imagecache: image url %s: no host", redact.URL(raw))
 	}
 	if u.User != nil {
-		return fmt.Errorf("imagecache: image url %s: user info is not allowed in an image url", redactURL(raw))
+		return fmt.Errorf("imagecache: image url %s: user info is not allowed in an image url", redact.URL(raw))
 	}
 	return nil
-}
-
-// redactURL is raw without user info, query and fragment: what may be logged
-// or shown in a failure reason (a pre-signed query is a credential).
-func redactURL(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return "<unparsable url>"
-	}
-	r := url.URL{Scheme: u.Scheme, Host: u.Host, Path: u.Path}
-	if u.RawQuery != "" {
-		return clip(r.String()) + "?…"
-	}
-	return clip(r.String())
 }
 
 // bareURL is raw as scheme://host/path: the stable, secret-free ref the
@@ -119,15 +116,6 @@ func bareURL(raw string) string {
 		return ""
 	}
 	return (&url.URL{Scheme: u.Scheme, Host: u.Host, Path: u.Path}).String()
-}
-
-// stripURLError drops the *url.Error wrapper, whose text carries the full
-// URL, query included.
-func stripURLError(err error) error {
-	if ue, ok := err.(*url.Error); ok {
-		return ue.Err
-	}
-	return err
 }
 
 // DetectCompression guesses a compression from the URL path's suffix

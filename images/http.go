@@ -3,22 +3,26 @@ package images
 import (
 	"errors"
 	"net/http"
-	"path"
 	"strings"
+
+	"github.com/siteboot/siteboot/internal/httpfile"
+	"github.com/siteboot/siteboot/internal/redact"
 )
 
 // HTTPPrefix is the URL path the boot files are served under.
 const HTTPPrefix = "/boot/"
 
 // Handler serves GET and HEAD /boot/<name> for every file of the set with
-// http.ServeContent: single and multiple ranges, conditional requests,
-// Content-Type application/octet-stream and a strong ETag (the quoted hex
-// SHA-256). An unknown name is 404, an invalid one 400, a file changed
-// since load 503, any other method 405. Mount it at HTTPPrefix.
+// httpfile.Serve, the policy every file the appliance serves follows: one
+// byte range (206, or 416 past the end), conditional requests against a
+// strong ETag (the quoted hex SHA-256), Content-Type
+// application/octet-stream; several ranges get the whole file with 200. An
+// unknown name is 404, an invalid one 400, a file changed since load 503,
+// any other method 405. Mount it at HTTPPrefix.
 func (s *Set) Handler() http.Handler { return http.HandlerFunc(s.serveHTTP) }
 
 func (s *Set) serveHTTP(w http.ResponseWriter, r *http.Request) {
-	log := s.log.With("remote", r.RemoteAddr, "method", r.Method, "path", r.URL.Path)
+	log := s.log.With("remote", r.RemoteAddr, "method", r.Method, "path", redact.Clip(r.URL.Path))
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		w.Header().Set("Allow", "GET, HEAD")
 		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
@@ -38,10 +42,12 @@ func (s *Set) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	defer f.Close()
 	e := s.files[name]
-	log.Info("serving boot file", "file", name, "size", e.Size, "range", r.Header.Get("Range"))
-	w.Header().Set("Content-Type", "application/octet-stream")
-	w.Header().Set("ETag", e.etag)
-	http.ServeContent(w, r, path.Base(name), e.ModTime, f)
+	code, sent, err := httpfile.Serve(w, r, f, e.Size, e.etag)
+	log.Info("served boot file", "file", name, "size", e.Size, "range", redact.Clip(r.Header.Get("Range")),
+		"status", code, "bytes", sent)
+	if err != nil {
+		log.Debug("boot file response cut short", "err", err)
+	}
 }
 
 // httpStatus maps an Open error to an HTTP status.

@@ -7,6 +7,7 @@ import (
 
 	sitev1 "github.com/siteboot/siteboot/gen/bettercompute/site/v1"
 	statev1 "github.com/siteboot/siteboot/gen/siteboot/state/v1"
+	"github.com/siteboot/siteboot/internal/redact"
 	"google.golang.org/protobuf/types/known/timestamppb"
 )
 
@@ -44,7 +45,7 @@ func (s *Store) AddImage(ctx context.Context, w *statev1.ImageWant) (*statev1.Im
 	if err != nil {
 		return nil, err
 	}
-	s.log.Info("image added", "sha256", hex.EncodeToString(want.GetImage().GetSha256()), "url", want.GetImage().GetUrl())
+	s.log.Info("image added", "sha256", hex.EncodeToString(want.GetImage().GetSha256()), "url", redact.URL(want.GetImage().GetUrl()))
 	return res.(*statev1.ImageWant), nil
 }
 

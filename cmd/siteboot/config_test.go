@@ -109,6 +109,8 @@ func TestConfigErrorsNameTheKey(t *testing.T) {
 		{"cache capacity", "cache:\n  capacity: lots\n", nil, "cache.capacity"},
 		{"relay not a cidr", "dhcp:\n  relays: [10.1.0.0/24, relay-a]\n", nil, `dhcp.relays: "relay-a" is not an IPv4 CIDR`},
 		{"relay ipv6", "", map[string]string{"SITEBOOT_DHCP_RELAYS": "fd00::/64"}, "dhcp.relays"},
+		{"negative max connections", "http:\n  max_connections: -1\n", nil, "http.max_connections"},
+		{"progress timeout too short", "", map[string]string{"SITEBOOT_HTTP_PROGRESS_TIMEOUT": "10ms"}, "http.progress_timeout: 10ms: at least 1s"},
 		{"interfaces env list", "", map[string]string{"SITEBOOT_DHCP_INTERFACES": "eth0,eth1", "SITEBOOT_LOG_LEVEL": "loud"}, "log.level"},
 		{"raft bind without tls", "lease:\n  raft:\n    bind: 10.0.0.2:7390\n", nil, "lease.raft.bind: \"10.0.0.2:7390\" is not a loopback address"},
 		{"raft bind env without tls", "", map[string]string{"SITEBOOT_LEASE_RAFT_BIND": "192.0.2.2:7390"}, "lease.raft.bind"},

@@ -1,0 +1,198 @@
+package serve
+
+import (
+	"bufio"
+	"context"
+	"encoding/hex"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/siteboot/siteboot/internal/httpfile"
+)
+
+// readBufSize holds any request head iPXE, curl or a browser sends for a
+// cache path; a larger head is net/http's to read.
+const readBufSize = 4096
+
+// serveConn reads and answers requests on one fast connection until it
+// closes or a request is net/http's. Like net/http, it gives the first head
+// ReadHeaderTimeout from the accept, and every later one IdleTimeout to
+// begin and ReadHeaderTimeout from its first byte.
+func (l *Listener) serveConn(conn net.Conn) {
+	defer l.wg.Done()
+	br := bufio.NewReaderSize(conn, readBufSize)
+	var out []byte
+	headBy := time.Now().Add(l.cfg.ReadHeaderTimeout)
+	_ = conn.SetReadDeadline(headBy)
+	for first := true; ; first = false {
+		if !first {
+			_ = conn.SetReadDeadline(time.Now().Add(l.cfg.IdleTimeout))
+		}
+		if _, err := br.Peek(1); err != nil {
+			break
+		}
+		if !l.track(conn, true) {
+			break
+		}
+		if !first {
+			headBy = time.Now().Add(l.cfg.ReadHeaderTimeout)
+			_ = conn.SetReadDeadline(headBy)
+		}
+		head, err := readHead(br)
+		if err != nil && err != errTooBig {
+			break
+		}
+		next := handOff
+		var h reqHead
+		if err == nil {
+			var ok bool
+			if h, ok = parseHead(head); ok {
+				out, next = l.serve(conn, br, len(head), h, out[:0])
+			}
+		}
+		if next == handOff {
+			l.handOff(conn, br, headBy)
+			return
+		}
+		if next == drop || h.close || !l.track(conn, false) {
+			break
+		}
+	}
+	l.untrack(conn)
+	conn.Close()
+}
+
+// outcome is what follows a request on a fast connection.
+type outcome int
+
+const (
+	handOff outcome = iota // the request is unread: net/http answers it
+	keep                   // answered: read the next request
+	drop                   // the response was cut short: close
+)
+
+// serve answers one parsed request if the image is ready and the answer is
+// a 200 or 206, and otherwise leaves it unread for net/http. A failure
+// after the response head went out drops the connection, as net/http
+// does.
+func (l *Listener) serve(conn net.Conn, br *bufio.Reader, headLen int, h reqHead, out []byte) ([]byte, outcome) {
+	b, ok, err := l.s.store.Acquire(h.digest)
+	if err != nil || !ok {
+		return out, handOff
+	}
+	defer b.Release()
+	defer b.File.Close()
+	if fi, err := b.File.Stat(); err != nil || fi.Size() != b.Size {
+		return out, handOff // Handler logs it and answers 500
+	}
+	etag := etagOf(h.digest)
+	code, rng := h.conds.Answer(h.get, etag, b.Size)
+	if code != http.StatusOK && code != http.StatusPartialContent {
+		return out, handOff
+	}
+	if _, err := br.Discard(headLen); err != nil {
+		return out, handOff
+	}
+	_ = conn.SetReadDeadline(time.Time{})
+	out = l.appendHead(out, code, etag, rng, b.Size, h.close)
+	l.s.m.FastResponses.Inc()
+	if code == http.StatusOK {
+		l.ok200.Inc()
+	} else {
+		l.ok206.Inc()
+	}
+	if _, err := conn.Write(out); err != nil {
+		return out, l.cut(h, rng, 0, err)
+	}
+	if !h.get || rng.Length == 0 {
+		l.logServed(conn, h, code, rng.Start, 0)
+		return out, keep
+	}
+	if _, err := b.File.Seek(rng.Start, io.SeekStart); err != nil {
+		return out, l.cut(h, rng, 0, err)
+	}
+	n, err := io.CopyN(conn, b.File, rng.Length) // conn.ReadFrom: sendfile
+	l.s.m.BytesServed.Add(float64(n))
+	if err != nil {
+		return out, l.cut(h, rng, n, err)
+	}
+	l.logServed(conn, h, code, rng.Start, n)
+	return out, keep
+}
+
+// etagOf is the strong entity tag of a blob: its digest in hex, quoted.
+func etagOf(d [32]byte) string {
+	var b [66]byte
+	b[0], b[65] = '"', '"'
+	hex.Encode(b[1:65], d[:])
+	return string(b[:])
+}
+
+// logServed logs what Handler logs for an answer, at Debug, plus the path.
+func (l *Listener) logServed(conn net.Conn, h reqHead, code int, start, n int64) {
+	if !l.s.log.Enabled(context.Background(), slog.LevelDebug) {
+		return
+	}
+	method := http.MethodHead
+	if h.get {
+		method = http.MethodGet
+	}
+	l.s.log.Debug("imagecache: served", "sha256", hex.EncodeToString(h.digest[:]), "method", method, "code", code,
+		"start", start, "bytes", n, "remote", conn.RemoteAddr().String(), "via", "fast path")
+}
+
+// cut logs a response that could not be finished; its connection is
+// dropped, and the client sees a short body, as from net/http.
+func (l *Listener) cut(h reqHead, rng httpfile.Range, sent int64, err error) outcome {
+	l.s.log.Debug("imagecache: response cut short", "sha256", hex.EncodeToString(h.digest[:]), "sent", sent, "want", rng.Length, "err", err)
+	return drop
+}
+
+// appendHead appends the response head net/http would send for the same
+// answer from Handler.
+func (l *Listener) appendHead(b []byte, code int, etag string, rng httpfile.Range, size int64, close bool) []byte {
+	if code == http.StatusPartialContent {
+		b = append(b, "HTTP/1.1 206 Partial Content\r\n"...)
+	} else {
+		b = append(b, "HTTP/1.1 200 OK\r\n"...)
+	}
+	b = append(b, "Accept-Ranges: bytes\r\nCache-Control: public, max-age=31536000, immutable\r\n"...)
+	if close {
+		b = append(b, "Connection: close\r\n"...)
+	}
+	b = append(b, "Content-Length: "...)
+	b = strconv.AppendInt(b, rng.Length, 10)
+	if code == http.StatusPartialContent {
+		b = append(b, "\r\nContent-Range: bytes "...)
+		b = strconv.AppendInt(b, rng.Start, 10)
+		b = append(b, '-')
+		b = strconv.AppendInt(b, rng.Start+rng.Length-1, 10)
+		b = append(b, '/')
+		b = strconv.AppendInt(b, size, 10)
+	}
+	b = append(b, "\r\nContent-Type: application/octet-stream\r\nDate: "...)
+	b = append(b, l.now()...)
+	b = append(b, "\r\nEtag: "...)
+	b = append(b, etag...)
+	return append(b, "\r\nX-Content-Type-Options: nosniff\r\n\r\n"...)
+}
+
+// httpDate is the Date header value of one second.
+type httpDate struct {
+	unix int64
+	text string
+}
+
+func (l *Listener) now() string {
+	t := time.Now()
+	if d := l.date.Load(); d != nil && d.unix == t.Unix() {
+		return d.text
+	}
+	d := &httpDate{unix: t.Unix(), text: t.UTC().Format(http.TimeFormat)}
+	l.date.Store(d)
+	return d.text
+}

@@ -1,0 +1,65 @@
+package serve
+
+import (
+	"log/slog"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Config configures a Server. Every field is required.
+type Config struct {
+	// Store holds the images.
+	Store Store
+	// RetryAfter is the Retry-After sent with 503 for an image on its way.
+	RetryAfter time.Duration
+	// Logger receives the per-request logs (Debug) and the failures.
+	Logger *slog.Logger
+	// Metrics counts the requests and bytes.
+	Metrics *Metrics
+}
+
+// Server serves one Store; Handler and Listener share it.
+type Server struct {
+	store      Store
+	retryAfter string
+	log        *slog.Logger
+	m          *Metrics
+}
+
+// New returns a Server for cfg. It binds nothing.
+func New(cfg Config) *Server {
+	secs := int(max(cfg.RetryAfter.Seconds(), 1))
+	return &Server{store: cfg.Store, retryAfter: strconv.Itoa(secs), log: cfg.Logger, m: cfg.Metrics}
+}
+
+// Metrics are the serving counters, siteboot_cache_… for history's sake:
+// the cache registers them with its own.
+type Metrics struct {
+	BytesServed   prometheus.Counter
+	Requests      *prometheus.CounterVec
+	FastResponses prometheus.Counter
+	FastHandoffs  prometheus.Counter
+}
+
+// NewMetrics makes the counters; nothing is registered.
+func NewMetrics() *Metrics {
+	opts := func(name, help string) prometheus.CounterOpts {
+		return prometheus.CounterOpts{Namespace: "siteboot", Subsystem: "cache", Name: name, Help: help}
+	}
+	return &Metrics{
+		BytesServed: prometheus.NewCounter(opts("bytes_served_total", "Image bytes sent in /cache responses.")),
+		Requests: prometheus.NewCounterVec(opts("requests_total",
+			"/cache requests by HTTP status code."), []string{"code"}),
+		FastResponses: prometheus.NewCounter(opts("fast_path_responses_total",
+			"/cache responses sent by the fast path, without net/http (also in requests_total).")),
+		FastHandoffs: prometheus.NewCounter(opts("fast_path_handoffs_total",
+			"Connections the fast path handed to net/http at a request it does not answer itself.")),
+	}
+}
+
+// Collectors lists the counters for registration.
+func (m *Metrics) Collectors() []prometheus.Collector {
+	return []prometheus.Collector{m.BytesServed, m.Requests, m.FastResponses, m.FastHandoffs}
+}

@@ -1,0 +1,25 @@
+package serve
+
+import "os"
+
+// Blob is a verified image opened for one response.
+type Blob struct {
+	// File is the blob, at offset 0. The response closes it.
+	File *os.File
+	// Size is the verified size; a file of another size is not served.
+	Size int64
+	// Release ends the read: eviction waits for it. Call it once, after
+	// the response.
+	Release func()
+}
+
+// Store is what serving needs of the image cache.
+type Store interface {
+	// Acquire opens the blob of digest when the image is ready and counts
+	// a reader on it until Release. ok is false for an image that is not
+	// ready; err is for one that is but whose file cannot be opened.
+	Acquire(digest [32]byte) (b Blob, ok bool, err error)
+	// Pending reports whether digest is on its way to ready (queued,
+	// pulling, or being verified): 503 with Retry-After rather than 404.
+	Pending(digest [32]byte) bool
+}

@@ -1,0 +1,150 @@
+package imagecache
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"syscall"
+	"time"
+
+	"github.com/siteboot/siteboot/imagecache/pull"
+)
+
+// stamp identifies the file a blob was verified in. A write to the file
+// through the file system changes its ctime, which no caller can set back,
+// and a replacement changes its inode; either makes Open verify the blob
+// again before it is served. It does not see a change beneath the file
+// system (bit rot on a disk without checksums).
+type stamp struct {
+	Inode   uint64 `json:"inode"`
+	Size    int64  `json:"size"`
+	MtimeNs int64  `json:"mtime_ns"`
+	CtimeNs int64  `json:"ctime_ns"`
+}
+
+func stampOfInfo(fi os.FileInfo) stamp {
+	st := stamp{Size: fi.Size(), MtimeNs: fi.ModTime().UnixNano()}
+	if sys, ok := fi.Sys().(*syscall.Stat_t); ok {
+		st.Inode, st.CtimeNs = sys.Ino, time.Unix(sys.Ctim.Sec, sys.Ctim.Nsec).UnixNano()
+	}
+	return st
+}
+
+func stampOf(path string) (stamp, error) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return stamp{}, err
+	}
+	return stampOfInfo(fi), nil
+}
+
+// hashChunk is how much verification hashes between looks at ctx.
+const hashChunk = 4 << 20
+
+// fileHasDigest hashes the file at path and compares it with d, counting
+// the bytes hashed in done (when not nil) and stopping when ctx ends.
+func fileHasDigest(ctx context.Context, path string, d [32]byte, done *pull.Progress) (bool, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return false, err
+	}
+	defer f.Close()
+	h, buf := sha256.New(), make([]byte, 1<<20)
+	for {
+		if err := ctx.Err(); err != nil {
+			return false, err
+		}
+		n, err := io.CopyBuffer(h, io.LimitReader(f, hashChunk), buf)
+		if err != nil {
+			return false, err
+		}
+		if done != nil {
+			done.Done.Add(n)
+		}
+		if n < hashChunk { // the file ended
+			break
+		}
+	}
+	return [32]byte(h.Sum(nil)) == d, nil
+}
+
+// verifyAll hashes every blob waiting in StateVerifying, pinned ones first,
+// then the most recently used, until none is left or ctx ends. A blob that
+// verifies is served from then on; one that does not is deleted, and
+// pulled again if it is wanted.
+func (c *Cache) verifyAll(ctx context.Context) {
+	for ctx.Err() == nil {
+		e := c.nextToVerify()
+		if e == nil {
+			return
+		}
+		ok, err := fileHasDigest(ctx, c.blobPath(e.digest), e.digest, &e.progress)
+		if ctx.Err() != nil {
+			return // still verifying: the next Run starts it again
+		}
+		c.verified(e, ok, err)
+	}
+}
+
+func (c *Cache) nextToVerify() *entry {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var pick *entry
+	for _, e := range c.entries {
+		if e.state != StateVerifying {
+			continue
+		}
+		if pick == nil || c.verifyBeforeLocked(e, pick) {
+			pick = e
+		}
+	}
+	if pick != nil {
+		pick.progress.Done.Store(0)
+	}
+	return pick
+}
+
+// verifyBeforeLocked orders verification: pinned images first (a boot
+// entry waits for them), then the most recently used.
+func (c *Cache) verifyBeforeLocked(a, b *entry) bool {
+	if pa, pb := c.pinnedLocked(a.digest), c.pinnedLocked(b.digest); pa != pb {
+		return pa
+	}
+	return a.lastUsed.After(b.lastUsed)
+}
+
+// verified records the outcome of hashing e's blob again.
+func (c *Cache) verified(e *entry, ok bool, err error) {
+	st, serr := stampOf(c.blobPath(e.digest))
+	c.mu.Lock()
+	if c.entries[e.digest] != e || e.state != StateVerifying {
+		c.mu.Unlock() // removed or evicted meanwhile
+		return
+	}
+	switch {
+	case err == nil && ok && serr == nil && st.Size == e.size:
+		e.state, e.stamp = StateReady, st
+		c.log.Info("imagecache: blob verified again", "sha256", hexOf(e.digest), "size", e.size)
+	default:
+		if err == nil && serr != nil {
+			err = serr
+		}
+		if err == nil {
+			err = errors.New("sha256 mismatch")
+		}
+		c.log.Warn("imagecache: blob failed verification, deleting it", "sha256", hexOf(e.digest), "err", err)
+		c.removeBlob(e.digest)
+		e.size, e.reason = 0, fmt.Sprintf("blob on disk failed verification: %v", err)
+		if e.wanted() && e.want.Validate() == nil {
+			c.queueLocked(e)
+		} else {
+			delete(c.entries, e.digest)
+		}
+	}
+	c.dirty = true
+	c.settleLocked()
+	c.persistLogged()
+}

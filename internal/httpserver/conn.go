@@ -1,0 +1,187 @@
+package httpserver
+
+import (
+	"errors"
+	"io"
+	"math"
+	"net"
+	"os"
+	"runtime"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+const (
+	// writeChunk is the most one Write sends under one deadline: a large
+	// write to a slow client moves the deadline at least this often.
+	writeChunk = 64 << 10
+	// maxSendfile is the most one sendfile call is asked for.
+	maxSendfile = 1 << 30
+)
+
+// conn is an accepted connection under the server's limits: it counts in
+// the cap until it is closed, and every write it makes, sendfile
+// included, must make progress within ProgressTimeout. Its write deadline
+// is its own; a caller's SetWriteDeadline lasts until the next write.
+type conn struct {
+	net.Conn
+	s        *Server
+	closed   atomic.Bool
+	deadline atomic.Int64    // the write deadline last set, in ns since s.base
+	raw      syscall.RawConn // nil when the connection has no descriptor
+
+	// One ReadFrom at a time: the state of its sendfile, which sendStep,
+	// made once, reads, so that a response allocates nothing for it.
+	sf struct {
+		src        int
+		left, sent int64
+		err        error
+	}
+	step func(fd uintptr) bool
+}
+
+func newConn(c net.Conn, s *Server) *conn {
+	pc := &conn{Conn: c, s: s}
+	if sc, ok := c.(syscall.Conn); ok {
+		if raw, err := sc.SyscallConn(); err == nil {
+			pc.raw = raw
+		}
+	}
+	pc.step = pc.sendStep
+	return pc
+}
+
+// Close closes the connection and frees its place under the cap.
+func (c *conn) Close() error {
+	if c.closed.CompareAndSwap(false, true) {
+		c.s.open.Add(-1)
+	}
+	return c.Conn.Close()
+}
+
+// CloseWrite half-closes the connection when it can (net/http's lingering
+// close uses it).
+func (c *conn) CloseWrite() error {
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return nil
+}
+
+// progress moves the write deadline to ProgressTimeout from now. It skips
+// the update while the deadline set last is within a sixteenth of that,
+// so a run of small writes costs a clock read each, not a timer update.
+func (c *conn) progress() {
+	now := time.Now()
+	timeout := c.s.cfg.ProgressTimeout
+	want := int64(now.Sub(c.s.base) + timeout)
+	if want-c.deadline.Load() < int64(timeout/16) {
+		return
+	}
+	c.deadline.Store(want)
+	_ = c.Conn.SetWriteDeadline(now.Add(timeout))
+}
+
+// Write writes p in chunks, each under a fresh progress deadline.
+func (c *conn) Write(p []byte) (int, error) {
+	n := 0
+	for len(p) > 0 {
+		c.progress()
+		m, err := c.Conn.Write(p[:min(len(p), writeChunk)])
+		n += m
+		p = p[m:]
+		if err != nil {
+			return n, c.stalledIf(err)
+		}
+	}
+	return n, nil
+}
+
+// ReadFrom sends a file (an *os.File, or an *io.LimitedReader over one,
+// as io.CopyN from a file hands it) with sendfile, moving the progress
+// deadline after every chunk the kernel takes; anything else goes
+// through Write.
+func (c *conn) ReadFrom(r io.Reader) (int64, error) {
+	lr, _ := r.(*io.LimitedReader)
+	src, limit := r, int64(math.MaxInt64)
+	if lr != nil {
+		src, limit = lr.R, lr.N
+	}
+	var sent int64
+	if f, ok := src.(*os.File); ok && c.raw != nil {
+		n, err, handled := c.sendfile(f, limit)
+		sent = n
+		if lr != nil {
+			lr.N -= n
+		}
+		if handled {
+			return sent, err
+		}
+	}
+	n, err := io.Copy(writerOnly{c}, r)
+	return sent + n, err
+}
+
+// writerOnly hides conn's ReadFrom from io.Copy.
+type writerOnly struct{ io.Writer }
+
+// sendfile sends up to limit bytes of f from its offset. handled is false
+// when the kernel cannot sendfile from f and nothing was sent: the caller
+// copies instead.
+func (c *conn) sendfile(f *os.File, limit int64) (int64, error, bool) {
+	if limit <= 0 {
+		return 0, nil, true
+	}
+	c.sf.src, c.sf.left, c.sf.sent, c.sf.err = int(f.Fd()), limit, 0, nil
+	c.progress()
+	err := c.raw.Write(c.step)
+	runtime.KeepAlive(f)
+	sent, serr := c.sf.sent, c.sf.err
+	switch {
+	case err != nil:
+		return sent, c.stalledIf(err), true
+	case sent == 0 && (errors.Is(serr, unix.EINVAL) || errors.Is(serr, unix.ENOSYS) || errors.Is(serr, unix.EOPNOTSUPP)):
+		return 0, nil, false
+	case serr != nil:
+		return sent, os.NewSyscallError("sendfile", serr), true
+	}
+	return sent, nil, true
+}
+
+// sendStep is the body of the sendfile loop, run by RawWrite with the
+// socket's descriptor: false waits for the socket to take more, under the
+// write deadline; true ends the loop.
+func (c *conn) sendStep(fd uintptr) bool {
+	for c.sf.left > 0 {
+		n, err := unix.Sendfile(int(fd), c.sf.src, nil, int(min(c.sf.left, maxSendfile)))
+		if n > 0 {
+			c.sf.sent += int64(n)
+			c.sf.left -= int64(n)
+			c.progress()
+		}
+		switch {
+		case err == unix.EAGAIN:
+			return false
+		case err == unix.EINTR:
+		case err != nil:
+			c.sf.err = err
+			return true
+		case n == 0: // the file ended
+			return true
+		}
+	}
+	return true
+}
+
+// stalledIf counts err when it is the progress deadline's.
+func (c *conn) stalledIf(err error) error {
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		c.s.stalled.Inc()
+		c.s.log.Debug("http: response aborted: no progress", "remote", c.RemoteAddr().String(),
+			"progress_timeout", c.s.cfg.ProgressTimeout)
+	}
+	return err
+}

@@ -1,0 +1,22 @@
+// Package httpserver runs the appliance's HTTP listener (iPXE scripts,
+// boot files, the image cache, health and metrics) under the limits every
+// client of it is held to, whichever code answers it (net/http, or the
+// image cache's fast path in front of net/http):
+//
+//   - at most MaxConnections open connections: one more is accepted and
+//     closed at once, after a best-effort "503 Service Unavailable" with
+//     Retry-After, never queued;
+//   - a progress deadline on every write: a response whose client accepts
+//     no byte for ProgressTimeout is aborted and its connection closed,
+//     while one that is slow but moving is not (the deadline moves with
+//     every write and with every chunk sendfile sends), so a reader that
+//     stopped cannot hold a file open, or an image in EVICTING, for long;
+//   - ReadHeaderTimeout for a request head, IdleTimeout between requests,
+//     and request heads of at most 64 KiB (431 beyond), so that a head
+//     costs bounded memory whatever the number of connections.
+//
+// The deadline needs no allocation per request: each connection keeps its
+// state, and file bodies go out through its own sendfile loop (the one Go
+// runs for net.TCPConn, with the deadline pushed forward after each
+// chunk).
+package httpserver

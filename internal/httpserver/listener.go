@@ -1,0 +1,52 @@
+package httpserver
+
+import (
+	"net"
+	"time"
+)
+
+// refusal is what a connection over the cap gets before it is closed:
+// iPXE and curl retry a 503 after its Retry-After.
+const refusal = "HTTP/1.1 503 Service Unavailable\r\nRetry-After: 1\r\nConnection: close\r\n" +
+	"Content-Type: text/plain; charset=utf-8\r\nContent-Length: 25\r\n\r\ntoo many open connections"
+
+// refusalWarnEvery spaces the Warn lines about refusals.
+const refusalWarnEvery = 10 * time.Second
+
+// listener caps the open connections and wraps each in a conn.
+type listener struct {
+	net.Listener
+	s *Server
+}
+
+// Accept returns the next connection within the cap; those over it are
+// refused on the spot and Accept waits for the next.
+func (l *listener) Accept() (net.Conn, error) {
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		if l.s.open.Add(1) <= int64(l.s.cfg.MaxConnections) {
+			return newConn(c, l.s), nil
+		}
+		l.s.open.Add(-1)
+		l.s.refuse(c)
+	}
+}
+
+// refuse answers 503 if the socket takes it at once, and closes it. The
+// request is never read: the client may see the close before the answer.
+func (s *Server) refuse(c net.Conn) {
+	_ = c.SetWriteDeadline(time.Now().Add(10 * time.Millisecond))
+	_, _ = c.Write([]byte(refusal))
+	c.Close()
+	s.refused.Inc()
+	n := s.refusedSince.Add(1)
+	now := int64(time.Since(s.base))
+	if last := s.lastWarn.Load(); now-last >= int64(refusalWarnEvery) && s.lastWarn.CompareAndSwap(last, now) {
+		s.refusedSince.Add(-n)
+		s.log.Warn("http: connections refused: max connections open", "refused", n,
+			"max_connections", s.cfg.MaxConnections, "remote", c.RemoteAddr().String())
+	}
+}

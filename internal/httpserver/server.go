@@ -1,0 +1,173 @@
+package httpserver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/sys/unix"
+)
+
+// Defaults for Config's zero values.
+const (
+	DefaultReadHeaderTimeout = 10 * time.Second
+	DefaultIdleTimeout       = 2 * time.Minute
+	// DefaultProgressTimeout is twice iPXE's own timeout for a command
+	// that makes no progress (15 s): a client is cut off only after it
+	// would have given up itself.
+	DefaultProgressTimeout = 30 * time.Second
+	// DefaultMaxConnections fits a boot storm of a few thousand machines,
+	// each holding one keep-alive connection; it is lowered to what the
+	// file-descriptor limit allows (see defaultMaxConnections).
+	DefaultMaxConnections = 4096
+	// maxHeaderBytes bounds a request head: iPXE and curl send a few
+	// hundred bytes.
+	maxHeaderBytes = 64 << 10
+	// reservedFDs are the descriptors kept for the rest of the appliance
+	// (raft, the admin API, DHCP and TFTP sockets, the cache's pulls).
+	reservedFDs = 1024
+)
+
+// Config configures a Server. Zero values take the defaults.
+type Config struct {
+	// ReadHeaderTimeout bounds the read of a request head.
+	ReadHeaderTimeout time.Duration
+	// IdleTimeout bounds the wait for the next request on a connection.
+	IdleTimeout time.Duration
+	// ProgressTimeout aborts a response whose client accepts no byte for
+	// this long.
+	ProgressTimeout time.Duration
+	// MaxConnections caps the open connections; 0 is DefaultMaxConnections
+	// or, when the file-descriptor limit is lower, what it allows: two
+	// descriptors per connection (the socket and the file a response
+	// reads) after 1,024 kept for the rest.
+	MaxConnections int
+	// Logger receives the server's logs (default: discarded).
+	Logger *slog.Logger
+	// Metrics registers siteboot_http_… when set.
+	Metrics prometheus.Registerer
+}
+
+// Server holds the limits and the counters of one HTTP listener.
+type Server struct {
+	cfg  Config
+	log  *slog.Logger
+	base time.Time // the zero of the connections' monotonic clocks
+
+	open         atomic.Int64 // connections accepted and not yet closed
+	refused      prometheus.Counter
+	stalled      prometheus.Counter
+	lastWarn     atomic.Int64 // when a refusal was last logged at Warn, ns since base
+	refusedSince atomic.Int64 // refusals not yet logged at Warn
+}
+
+// New checks cfg and registers the metrics. It binds nothing.
+func New(cfg Config) (*Server, error) {
+	if cfg.ReadHeaderTimeout < 0 || cfg.IdleTimeout < 0 || cfg.ProgressTimeout < 0 || cfg.MaxConnections < 0 {
+		return nil, errors.New("httpserver: config: timeouts and MaxConnections must not be negative")
+	}
+	setDefault(&cfg.ReadHeaderTimeout, DefaultReadHeaderTimeout)
+	setDefault(&cfg.IdleTimeout, DefaultIdleTimeout)
+	setDefault(&cfg.ProgressTimeout, DefaultProgressTimeout)
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	limit := fdLimit()
+	if cfg.MaxConnections == 0 {
+		cfg.MaxConnections = defaultMaxConnections(limit)
+	} else if need := 2*int64(cfg.MaxConnections) + reservedFDs; limit > 0 && need > limit {
+		cfg.Logger.Warn("httpserver: max connections need more file descriptors than the limit",
+			"max_connections", cfg.MaxConnections, "descriptors", need, "limit", limit)
+	}
+	s := &Server{cfg: cfg, log: cfg.Logger, base: time.Now()}
+	s.lastWarn.Store(-int64(refusalWarnEvery))
+	opts := func(name, help string) prometheus.CounterOpts {
+		return prometheus.CounterOpts{Namespace: "siteboot", Subsystem: "http", Name: name, Help: help}
+	}
+	s.refused = prometheus.NewCounter(opts("connections_refused_total",
+		"Connections closed at accept because max connections were open."))
+	s.stalled = prometheus.NewCounter(opts("stalled_responses_total",
+		"Responses aborted because the client accepted no byte for the progress timeout."))
+	if cfg.Metrics != nil {
+		open := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "siteboot", Subsystem: "http", Name: "connections",
+			Help: "Open HTTP connections."}, func() float64 { return float64(s.open.Load()) })
+		for _, c := range []prometheus.Collector{s.refused, s.stalled, open} {
+			if err := cfg.Metrics.Register(c); err != nil {
+				return nil, fmt.Errorf("httpserver: register metrics: %w", err)
+			}
+		}
+	}
+	return s, nil
+}
+
+func setDefault(v *time.Duration, def time.Duration) {
+	if *v == 0 {
+		*v = def
+	}
+}
+
+// fdLimit is the process's file-descriptor limit, 0 when unknown. Go
+// raises the soft limit to the hard one at start.
+func fdLimit() int64 {
+	var rl unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &rl); err != nil || rl.Cur > 1<<40 {
+		return 0
+	}
+	return int64(rl.Cur)
+}
+
+// defaultMaxConnections is DefaultMaxConnections, or what limit descriptors
+// allow at two per connection after reservedFDs, but never below 64.
+func defaultMaxConnections(limit int64) int {
+	if limit == 0 {
+		return DefaultMaxConnections
+	}
+	return int(max(64, min(DefaultMaxConnections, (limit-reservedFDs)/2)))
+}
+
+// MaxConnections is the cap in force, defaults applied.
+func (s *Server) MaxConnections() int { return s.cfg.MaxConnections }
+
+// Listener wraps ln: it accepts at most MaxConnections connections at a
+// time and puts the progress deadline on each. Hand it to Serve, or to the
+// image cache's fast path and that to Serve.
+func (s *Server) Listener(ln net.Listener) net.Listener { return &listener{Listener: ln, s: s} }
+
+// Serve serves h on ln (Listener's, possibly wrapped) until ctx ends, then
+// shuts down gracefully: the server, then ln when it has connections of
+// its own to wait for (a Shutdown method, as the fast path has).
+func (s *Server) Serve(ctx context.Context, ln net.Listener, h http.Handler) error {
+	srv := &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: s.cfg.ReadHeaderTimeout,
+		IdleTimeout:       s.cfg.IdleTimeout,
+		MaxHeaderBytes:    maxHeaderBytes,
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+	}
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		<-ctx.Done()
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+		if sh, ok := ln.(interface{ Shutdown(context.Context) error }); ok {
+			_ = sh.Shutdown(sctx)
+		}
+	}()
+	s.log.Info("http listening", "addr", ln.Addr().String(), "max_connections", s.cfg.MaxConnections,
+		"progress_timeout", s.cfg.ProgressTimeout)
+	err := srv.Serve(ln)
+	if errors.Is(err, http.ErrServerClosed) {
+		<-stopped
+		return nil
+	}
+	return fmt.Errorf("http: %w", err)
+}
