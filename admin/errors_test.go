@@ -50,14 +50,15 @@ func TestCodeTable(t *testing.T) {
 
 // notInTable are the exported domain errors the API never returns, with why.
 var notInTable = map[string]string{
-	"ipxe.UnknownMachineError":  "the core turns it into the unknown-machine script",
-	"site.ErrUnknownCommand":    "raised inside the state machine for a log entry it cannot decode; Internal is right",
-	"dhcpproxy.ErrNoInterfaces": "a start-up condition, never an API result",
-	"serve.ErrMalformedPath":    "an HTTP path error of /cache/",
-	"images.ErrInvalidName":     "a boot-file lookup of /boot/ or TFTP",
-	"images.ErrNotFound":        "a boot-file lookup of /boot/ or TFTP",
-	"images.ErrChanged":         "a boot-file lookup of /boot/ or TFTP",
-	"lease.TransportError":      "a start-up configuration error of lease.raft.*",
+	"ipxe.UnknownMachineError":    "the core turns it into the unknown-machine script",
+	"site.ErrUnknownCommand":      "raised inside the state machine for a log entry it cannot decode; Internal is right",
+	"dhcpproxy.ErrNoInterfaces":   "a start-up condition, never an API result",
+	"serve.ErrMalformedPath":      "an HTTP path error of /cache/",
+	"imagecache.ErrMalformedPath": "an HTTP path error of /cache/ (an alias of serve's)",
+	"images.ErrInvalidName":       "a boot-file lookup of /boot/ or TFTP",
+	"images.ErrNotFound":          "a boot-file lookup of /boot/ or TFTP",
+	"images.ErrChanged":           "a boot-file lookup of /boot/ or TFTP",
+	"lease.TransportError":        "a start-up configuration error of lease.raft.*",
 }
 
 // domainPackages are the packages whose errors can reach the API.
