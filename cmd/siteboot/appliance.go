@@ -148,7 +148,7 @@ func (a *appliance) buildBoot(context.Context) error {
 		Ramdisk: ipxe.Ramdisk{Kernel: a.cfg.Ramdisk.Kernel, Initrd: a.cfg.Ramdisk.Initrd, Cmdline: a.cfg.Ramdisk.Cmdline},
 		Now:     time.Now, Logger: a.log, Metrics: a.reg,
 		Entries: a.state, Gate: a.node, Signer: a.signer, Discovery: a.ledger,
-		Secrets: secretref.Resolver{LookupEnv: os.LookupEnv},
+		Secrets: secretref.Resolver{Policy: a.cfg.secretPolicy(), LookupEnv: os.LookupEnv},
 	})
 	return err
 }

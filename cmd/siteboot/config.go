@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/siteboot/siteboot/imagecache"
+	"github.com/siteboot/siteboot/secretref"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -50,6 +51,10 @@ type Config struct {
 		Listen       string `yaml:"listen" doc:"TFTP address for the boot files; empty turns TFTP off"`
 		MaxBlockSize int    `yaml:"max_block_size" doc:"largest blksize granted (1468 fits a 1500-byte MTU)"`
 	} `yaml:"tftp"`
+	Secrets struct {
+		Dir       string `yaml:"dir" doc:"the only directory whose files file:// secret refs may name (regular files, no symlinks; never the data dir)"`
+		EnvPrefix string `yaml:"env_prefix" doc:"env:// secret refs may name only variables whose names start with this"`
+	} `yaml:"secrets"`
 	BootFiles struct {
 		Dir       string `yaml:"dir" doc:"first-stage iPXE builds (default: the first of /usr/lib/ipxe, /usr/share/ipxe)"`
 		PreferSNP bool   `yaml:"prefer_snp" doc:"give UEFI clients snponly.efi before ipxe.efi"`
@@ -113,6 +118,8 @@ func defaultConfig() Config {
 	c.TFTP.Enabled = "auto"
 	c.TFTP.Listen = ":69"
 	c.TFTP.MaxBlockSize = 1468
+	c.Secrets.Dir = secretref.DefaultDir
+	c.Secrets.EnvPrefix = secretref.DefaultEnvPrefix
 	c.Cache.Concurrency = 2
 	c.Cache.Checkpoint = "64MiB"
 	c.Cache.FastPath = true
@@ -208,6 +215,12 @@ func (c *Config) check() error {
 	if c.TFTP.MaxBlockSize != 0 && (c.TFTP.MaxBlockSize < 512 || c.TFTP.MaxBlockSize > 65464) {
 		bad("tftp.max_block_size", "%d: want 512..65464", c.TFTP.MaxBlockSize)
 	}
+	var pe *secretref.PolicyError
+	if err := c.secretPolicy().Validate(); errors.As(err, &pe) {
+		bad("secrets."+pe.Field, "%v", pe.Err)
+	} else if err != nil {
+		bad("secrets.dir", "%v", err)
+	}
 	if _, _, err := net.SplitHostPort(c.HTTP.Listen); err != nil {
 		bad("http.listen", "%q: %v", c.HTTP.Listen, err)
 	}
@@ -240,6 +253,12 @@ func (c *Config) check() error {
 		bad("log.format", "%q: want text or json", c.Log.Format)
 	}
 	return errors.Join(errs...)
+}
+
+// secretPolicy confines secret refs to secrets.dir and secrets.env_prefix,
+// never the data dir (it holds the node key).
+func (c *Config) secretPolicy() secretref.Policy {
+	return secretref.Policy{Dir: c.Secrets.Dir, EnvPrefix: c.Secrets.EnvPrefix, Deny: []string{c.DataDir}}
 }
 
 // lookupGroup returns the gid of the admin group, or -1 when it does not

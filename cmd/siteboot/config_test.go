@@ -104,6 +104,11 @@ func TestConfigErrorsNameTheKey(t *testing.T) {
 		{"advertise ip", "dhcp:\n  advertise_ip: fe80::1\n", nil, "dhcp.advertise_ip"},
 		{"cache capacity", "cache:\n  capacity: lots\n", nil, "cache.capacity"},
 		{"interfaces env list", "", map[string]string{"SITEBOOT_DHCP_INTERFACES": "eth0,eth1", "SITEBOOT_LOG_LEVEL": "loud"}, "log.level"},
+		{"secrets dir inside the data dir", "secrets:\n  dir: " + dir + "/secrets\n", nil, "secrets.dir: " + dir + "/secrets overlaps " + dir},
+		{"secrets dir is the data dir", "", map[string]string{"SITEBOOT_SECRETS_DIR": dir}, "secrets.dir"},
+		{"secrets dir contains the data dir", "secrets:\n  dir: " + filepath.Dir(dir) + "\n", nil, "secrets.dir"},
+		{"secrets dir relative", "secrets:\n  dir: secrets\n", nil, `secrets.dir: "secrets" must be an absolute`},
+		{"secrets env prefix", "", map[string]string{"SITEBOOT_SECRETS_ENV_PREFIX": "MY-"}, "secrets.env_prefix"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
