@@ -223,7 +223,9 @@ func (a *appliance) bindTFTP(context.Context) error {
 		a.log.Info("tftp: disabled (tftp.enabled: false or tftp.listen empty)")
 		return nil
 	}
-	srv, err := tftpd.New(tftpd.Config{Files: a.boot, MaxBlockSize: a.cfg.TFTP.MaxBlockSize, Logger: a.log, Metrics: a.reg})
+	tc := a.cfg.tftpConfig(a.boot)
+	tc.Logger, tc.Metrics = a.log, a.reg
+	srv, err := tftpd.New(tc)
 	if err != nil {
 		return err
 	}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/siteboot/siteboot/imagecache"
 	"github.com/siteboot/siteboot/secretref"
+	"github.com/siteboot/siteboot/tftpd"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -49,7 +50,9 @@ type Config struct {
 	TFTP struct {
 		Enabled      string `yaml:"enabled" doc:"TFTP: auto (on; off with a warning when it cannot bind), true (must run), false"`
 		Listen       string `yaml:"listen" doc:"TFTP address for the boot files; empty turns TFTP off"`
-		MaxBlockSize int    `yaml:"max_block_size" doc:"largest blksize granted (1468 fits a 1500-byte MTU)"`
+		MaxBlockSize int    `yaml:"max_block_size" doc:"largest blksize granted, 512..65464 (1468 fits a 1500-byte MTU)"`
+		MaxTransfers int    `yaml:"max_transfers" doc:"TFTP transfers at once; a request beyond is dropped unanswered (the client retries)"`
+		MaxPerSource int    `yaml:"max_per_source" doc:"TFTP transfers at once from one client address"`
 	} `yaml:"tftp"`
 	Secrets struct {
 		Dir       string `yaml:"dir" doc:"the only directory whose files file:// secret refs may name (regular files, no symlinks; never the data dir)"`
@@ -117,7 +120,9 @@ func defaultConfig() Config {
 	c.DHCP.Enabled = "auto"
 	c.TFTP.Enabled = "auto"
 	c.TFTP.Listen = ":69"
-	c.TFTP.MaxBlockSize = 1468
+	c.TFTP.MaxBlockSize = tftpd.DefaultMaxBlockSize
+	c.TFTP.MaxTransfers = tftpd.DefaultMaxTransfers
+	c.TFTP.MaxPerSource = tftpd.DefaultMaxPerSource
 	c.Secrets.Dir = secretref.DefaultDir
 	c.Secrets.EnvPrefix = secretref.DefaultEnvPrefix
 	c.Cache.Concurrency = 2
@@ -212,8 +217,9 @@ func (c *Config) check() error {
 			bad("dhcp.advertise_ip", "%q is not an IPv4 address", c.DHCP.AdvertiseIP)
 		}
 	}
-	if c.TFTP.MaxBlockSize != 0 && (c.TFTP.MaxBlockSize < 512 || c.TFTP.MaxBlockSize > 65464) {
-		bad("tftp.max_block_size", "%d: want 512..65464", c.TFTP.MaxBlockSize)
+	var te *tftpd.ConfigError
+	if err := c.tftpConfig(nil).Check(); errors.As(err, &te) {
+		bad(tftpKey(te.Field), "%v", te.Err)
 	}
 	var pe *secretref.PolicyError
 	if err := c.secretPolicy().Validate(); errors.As(err, &pe) {
@@ -253,6 +259,25 @@ func (c *Config) check() error {
 		bad("log.format", "%q: want text or json", c.Log.Format)
 	}
 	return errors.Join(errs...)
+}
+
+// tftpKey names the config key of a tftpd.Config field tftpConfig sets.
+func tftpKey(field string) string {
+	switch field {
+	case "MaxBlockSize":
+		return "tftp.max_block_size"
+	case "MaxTransfers":
+		return "tftp.max_transfers"
+	case "MaxPerSource":
+		return "tftp.max_per_source"
+	}
+	return "tftp"
+}
+
+// tftpConfig is the TFTP server's configuration; check and bindTFTP use
+// the same one, so a value check accepts is one tftpd.New accepts.
+func (c *Config) tftpConfig(files tftpd.Files) tftpd.Config {
+	return tftpd.Config{Files: files, MaxBlockSize: c.TFTP.MaxBlockSize, MaxTransfers: c.TFTP.MaxTransfers, MaxPerSource: c.TFTP.MaxPerSource}
 }
 
 // secretPolicy confines secret refs to secrets.dir and secrets.env_prefix,

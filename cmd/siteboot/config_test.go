@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -8,6 +9,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/siteboot/siteboot/images"
+	"github.com/siteboot/siteboot/tftpd"
 	"github.com/spf13/cobra"
 )
 
@@ -108,6 +111,9 @@ func TestConfigErrorsNameTheKey(t *testing.T) {
 		{"secrets dir is the data dir", "", map[string]string{"SITEBOOT_SECRETS_DIR": dir}, "secrets.dir"},
 		{"secrets dir contains the data dir", "secrets:\n  dir: " + filepath.Dir(dir) + "\n", nil, "secrets.dir"},
 		{"secrets dir relative", "secrets:\n  dir: secrets\n", nil, `secrets.dir: "secrets" must be an absolute`},
+		{"tftp max transfers", "tftp:\n  max_transfers: -1\n", nil, "tftp.max_transfers: -1 is outside 1..16384"},
+		{"tftp max per source", "", map[string]string{"SITEBOOT_TFTP_MAX_PER_SOURCE": "-2"}, "tftp.max_per_source"},
+		{"tftp block size", "tftp:\n  max_block_size: 511\n", nil, "tftp.max_block_size: 511 is outside 512..65464"},
 		{"secrets env prefix", "", map[string]string{"SITEBOOT_SECRETS_ENV_PREFIX": "MY-"}, "secrets.env_prefix"},
 	}
 	for _, tt := range tests {
@@ -131,5 +137,42 @@ func TestServeHelpTeachesEveryKey(t *testing.T) {
 		if !strings.Contains(help, key) {
 			t.Errorf("serve --help lacks %q", key)
 		}
+	}
+}
+
+// TestConfigTFTPAgreesWithTFTPD: a TFTP setting passes the config check
+// exactly when tftpd.New accepts it (max_block_size 512 once passed the
+// one and failed the other at start).
+func TestConfigTFTPAgreesWithTFTPD(t *testing.T) {
+	set, err := images.Load(images.Config{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer set.Close()
+	type setting struct {
+		name string
+		set  func(*Config)
+	}
+	var tests []setting
+	for _, v := range []int{-1, 0, 8, 511, 512, 513, 1468, 65464, 65465} {
+		tests = append(tests, setting{fmt.Sprintf("max_block_size %d", v), func(c *Config) { c.TFTP.MaxBlockSize = v }})
+	}
+	for _, v := range []int{-1, 0, 1, 256, 16384, 16385} {
+		tests = append(tests,
+			setting{fmt.Sprintf("max_transfers %d", v), func(c *Config) { c.TFTP.MaxTransfers = v }},
+			setting{fmt.Sprintf("max_per_source %d", v), func(c *Config) { c.TFTP.MaxPerSource = v }})
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := defaultConfig()
+			cfg.DataDir = t.TempDir()
+			tc.set(&cfg)
+			checkErr := cfg.finish()
+			_, newErr := tftpd.New(tftpd.Config{Files: set, MaxBlockSize: cfg.TFTP.MaxBlockSize,
+				MaxTransfers: cfg.TFTP.MaxTransfers, MaxPerSource: cfg.TFTP.MaxPerSource})
+			if (checkErr == nil) != (newErr == nil) {
+				t.Errorf("config check: %v; tftpd.New: %v", checkErr, newErr)
+			}
+		})
 	}
 }
