@@ -3,6 +3,7 @@ package main
 import (
 	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -59,12 +60,17 @@ func TestSecretRefsConfined(t *testing.T) {
 				}
 				return
 			}
-			if strings.Contains(body, "bc.discovery_token=") || strings.Contains(body, os.Getenv("PATH")) {
-				t.Fatalf("/ipxe serves a token from %s:\n%s", tc.ref, body)
+			// The body is not printed: it would hold what leaked.
+			if strings.Contains(body, "bc.discovery_token=") {
+				t.Fatalf("/ipxe serves a token from %s (%d-byte body)", tc.ref, len(body))
 			}
-			for _, line := range strings.Split(string(key), "\n") {
-				if len(line) >= 8 && !strings.HasPrefix(line, "-----") && strings.Contains(body, line) {
-					t.Fatalf("/ipxe serves part of the node key:\n%s", body)
+			plain, err := url.QueryUnescape(body)
+			if err != nil {
+				plain = body
+			}
+			for _, line := range append(strings.Split(string(key), "\n"), os.Getenv("PATH")) {
+				if len(line) >= 8 && !strings.HasPrefix(line, "-----") && strings.Contains(plain, line) {
+					t.Fatalf("/ipxe serves part of the node key or PATH (%d-byte body)", len(body))
 				}
 			}
 		})
