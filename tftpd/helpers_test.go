@@ -121,6 +121,8 @@ func start(t testing.TB, cfg Config) *fixture {
 	if r := rawGet(t, fx.addr, request(1, "tiny", "octet")); r.Size != len(testFiles["tiny"]) {
 		t.Fatalf("warm-up transfer: %+v", r)
 	}
+	// The server ends it on the last ACK, maybe after rawGet returned.
+	waitMetric(t, fx, "siteboot_tftp_active_transfers", 0)
 	return fx
 }
 
