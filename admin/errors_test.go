@@ -58,6 +58,8 @@ var notInTable = map[string]string{
 	"images.ErrInvalidName":       "a boot-file lookup of /boot/ or TFTP",
 	"images.ErrNotFound":          "a boot-file lookup of /boot/ or TFTP",
 	"images.ErrChanged":           "a boot-file lookup of /boot/ or TFTP",
+	"secretref.PolicyError":       "a start-up configuration error of secrets.*",
+	"tftpd.ConfigError":           "a start-up configuration error of tftp.*",
 	"lease.TransportError":        "a start-up configuration error of lease.raft.*",
 }
 

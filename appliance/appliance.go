@@ -161,7 +161,7 @@ func (a *Appliance) buildBoot(context.Context) error {
 		Ramdisk: ipxe.Ramdisk{Kernel: a.cfg.Ramdisk.Kernel, Initrd: a.cfg.Ramdisk.Initrd, Cmdline: a.cfg.Ramdisk.Cmdline},
 		Now:     a.now, Logger: a.log, Metrics: a.reg,
 		Entries: a.state, Gate: a.node, Signer: a.signer, Discovery: a.ledger, Observed: a.seen,
-		Secrets: secretref.Resolver{LookupEnv: os.LookupEnv},
+		Secrets: secretref.Resolver{Policy: a.cfg.SecretPolicy(), LookupEnv: os.LookupEnv},
 	})
 	return err
 }
@@ -170,7 +170,8 @@ func (a *Appliance) buildBoot(context.Context) error {
 func (a *Appliance) buildStore(context.Context) error {
 	a.store = site.NewStore(site.StoreConfig{
 		State: a.state, Applier: a.node, Now: a.now, Logger: a.log, Images: a.cache,
-		Limits: site.Limits{DefaultTTL: time.Duration(a.cfg.Entries.DefaultTTL), MaxTTL: time.Duration(a.cfg.Entries.MaxTTL)},
+		Limits: site.Limits{DefaultTTL: time.Duration(a.cfg.Entries.DefaultTTL), MaxTTL: time.Duration(a.cfg.Entries.MaxTTL),
+			SecretRef: a.cfg.SecretPolicy().Check},
 	})
 	return nil
 }
@@ -221,7 +222,9 @@ func (a *Appliance) bindTFTP(context.Context) error {
 		a.log.Info("tftp: disabled (tftp.enabled: false or tftp.listen empty)")
 		return nil
 	}
-	srv, err := tftpd.New(tftpd.Config{Files: a.boot, MaxBlockSize: a.cfg.TFTP.MaxBlockSize, Logger: a.log, Metrics: a.reg})
+	tc := a.cfg.TFTPConfig(a.boot)
+	tc.Logger, tc.Metrics = a.log, a.reg
+	srv, err := tftpd.New(tc)
 	if err != nil {
 		return err
 	}

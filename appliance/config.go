@@ -13,6 +13,8 @@ import (
 	"github.com/siteboot/siteboot/imagecache"
 	"github.com/siteboot/siteboot/internal/httpserver"
 	"github.com/siteboot/siteboot/lease"
+	"github.com/siteboot/siteboot/secretref"
+	"github.com/siteboot/siteboot/tftpd"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -49,8 +51,14 @@ type Config struct {
 	TFTP struct {
 		Enabled      string `yaml:"enabled" doc:"TFTP: auto (on; off with a warning when it cannot bind), true (must run), false"`
 		Listen       string `yaml:"listen" doc:"TFTP address for the boot files; empty turns TFTP off"`
-		MaxBlockSize int    `yaml:"max_block_size" doc:"largest blksize granted (1468 fits a 1500-byte MTU)"`
+		MaxBlockSize int    `yaml:"max_block_size" doc:"largest blksize granted, 512..65464 (1468 fits a 1500-byte MTU)"`
+		MaxTransfers int    `yaml:"max_transfers" doc:"TFTP transfers at once; a request beyond is dropped unanswered (the client retries)"`
+		MaxPerSource int    `yaml:"max_per_source" doc:"TFTP transfers at once from one client address"`
 	} `yaml:"tftp"`
+	Secrets struct {
+		Dir       string `yaml:"dir" doc:"the only directory whose files file:// secret refs may name (regular files, no symlinks; never the data dir)"`
+		EnvPrefix string `yaml:"env_prefix" doc:"env:// secret refs may name only variables whose names start with this"`
+	} `yaml:"secrets"`
 	BootFiles struct {
 		Dir       string `yaml:"dir" doc:"first-stage iPXE builds (default: the first of /usr/lib/ipxe, /usr/share/ipxe)"`
 		PreferSNP bool   `yaml:"prefer_snp" doc:"give UEFI clients snponly.efi before ipxe.efi"`
@@ -123,7 +131,11 @@ func DefaultConfig() Config {
 	c.DHCP.Enabled = "auto"
 	c.TFTP.Enabled = "auto"
 	c.TFTP.Listen = ":69"
-	c.TFTP.MaxBlockSize = 1468
+	c.TFTP.MaxBlockSize = tftpd.DefaultMaxBlockSize
+	c.TFTP.MaxTransfers = tftpd.DefaultMaxTransfers
+	c.TFTP.MaxPerSource = tftpd.DefaultMaxPerSource
+	c.Secrets.Dir = secretref.DefaultDir
+	c.Secrets.EnvPrefix = secretref.DefaultEnvPrefix
 	c.Cache.Concurrency = 2
 	c.Cache.Checkpoint = "64MiB"
 	c.Cache.FastPath = true
@@ -200,8 +212,15 @@ func (c *Config) check() error {
 	if _, err := ParseRelays(c.DHCP.Relays); err != nil {
 		bad("dhcp.relays", "%v", err)
 	}
-	if c.TFTP.MaxBlockSize != 0 && (c.TFTP.MaxBlockSize < 512 || c.TFTP.MaxBlockSize > 65464) {
-		bad("tftp.max_block_size", "%d: want 512..65464", c.TFTP.MaxBlockSize)
+	var te *tftpd.ConfigError
+	if err := c.TFTPConfig(nil).Check(); errors.As(err, &te) {
+		bad(tftpKey(te.Field), "%v", te.Err)
+	}
+	var pe *secretref.PolicyError
+	if err := c.SecretPolicy().Validate(); errors.As(err, &pe) {
+		bad("secrets."+pe.Field, "%v", pe.Err)
+	} else if err != nil {
+		bad("secrets.dir", "%v", err)
 	}
 	if _, _, err := net.SplitHostPort(c.HTTP.Listen); err != nil {
 		bad("http.listen", "%q: %v", c.HTTP.Listen, err)
@@ -299,4 +318,30 @@ func ParseRelays(list []string) ([]netip.Prefix, error) {
 		out = append(out, p.Masked())
 	}
 	return out, nil
+}
+
+// tftpKey names the config key of a tftpd.Config field TFTPConfig sets.
+func tftpKey(field string) string {
+	switch field {
+	case "MaxBlockSize":
+		return "tftp.max_block_size"
+	case "MaxTransfers":
+		return "tftp.max_transfers"
+	case "MaxPerSource":
+		return "tftp.max_per_source"
+	}
+	return "tftp"
+}
+
+// TFTPConfig is the TFTP server's configuration; the config check and the
+// appliance use the same one, so a value the check accepts is one
+// tftpd.New accepts.
+func (c *Config) TFTPConfig(files tftpd.Files) tftpd.Config {
+	return tftpd.Config{Files: files, MaxBlockSize: c.TFTP.MaxBlockSize, MaxTransfers: c.TFTP.MaxTransfers, MaxPerSource: c.TFTP.MaxPerSource}
+}
+
+// SecretPolicy confines secret refs to secrets.dir and secrets.env_prefix,
+// never the data dir (it holds the node key).
+func (c *Config) SecretPolicy() secretref.Policy {
+	return secretref.Policy{Dir: c.Secrets.Dir, EnvPrefix: c.Secrets.EnvPrefix, Deny: []string{c.DataDir}}
 }

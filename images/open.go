@@ -2,8 +2,10 @@ package images
 
 import (
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"os"
+	"syscall"
 	"time"
 )
 
@@ -11,8 +13,9 @@ import (
 // it with its size. It refuses an invalid name (ErrInvalidName), a name not
 // in the set (ErrNotFound) and a file whose size, mtime or identity differs
 // from what was hashed at load (ErrChanged, logged at Warn the first time),
-// so every byte served matches the digest Files shows. The caller closes
-// the file.
+// so every byte served matches the digest Files shows. Running out of file
+// descriptors (EMFILE, ENFILE) is returned as that, not as ErrChanged. The
+// caller closes the file.
 func (s *Set) Open(name string) (*os.File, int64, error) {
 	if err := ValidName(name); err != nil {
 		return nil, 0, fmt.Errorf("images: open %q: %w", name, err)
@@ -22,6 +25,10 @@ func (s *Set) Open(name string) (*os.File, int64, error) {
 		return nil, 0, fmt.Errorf("images: open %q: %w", name, ErrNotFound)
 	}
 	f, err := e.root.Open(e.rel)
+	if errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE) {
+		// Out of file descriptors: a passing shortage, not a changed file.
+		return nil, 0, fmt.Errorf("images: open %q: %w", name, err)
+	}
 	if err != nil {
 		s.changed(e, "cannot open it any more", err)
 		return nil, 0, fmt.Errorf("images: open %q: %w: %w", name, ErrChanged, err)

@@ -166,7 +166,7 @@ func newE2EServer(t *testing.T, base string, b blobSet, vms map[string]net.Hardw
 		Ramdisk: Ramdisk{Kernel: "sha256:" + b.hex(b.kernel), Initrd: "sha256:" + b.hex(b.initrd), Cmdline: "console=ttyS0"},
 		Logger:  slog.New(slog.NewTextHandler(logs, nil)),
 		Entries: state, Gate: &testGate{epoch: 3, open: true}, Signer: key, Discovery: ledger,
-		Secrets: secretref.Resolver{LookupEnv: func(k string) (string, bool) { return "e2e-token", k == "BC_TOKEN" }},
+		Secrets: secretref.Resolver{Policy: secretref.Policy{EnvPrefix: "BC_"}, LookupEnv: func(k string) (string, bool) { return "e2e-token", k == "BC_TOKEN" }},
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -131,7 +131,7 @@ func newFixture(t testing.TB, mutate func(*Config)) *fixture {
 	f := &fixture{
 		state: site.NewState(), gate: &testGate{epoch: 7, open: true}, ledger: ledger, key: key,
 		signer:  &countingSigner{Signer: key},
-		secrets: &countingSecrets{Secrets: secretref.Resolver{LookupEnv: func(k string) (string, bool) { v, ok := env[k]; return v, ok }}},
+		secrets: &countingSecrets{Secrets: secretref.Resolver{Policy: secretref.Policy{EnvPrefix: "BC_"}, LookupEnv: func(k string) (string, bool) { v, ok := env[k]; return v, ok }}},
 		reg:     prometheus.NewRegistry(), logs: &bytes.Buffer{}, t: t,
 	}
 	f.put(t, "node-1", testEntries()...)

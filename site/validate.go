@@ -24,6 +24,12 @@ type Limits struct {
 	DefaultTTL time.Duration
 	// MaxTTL bounds how far in the future not_after may lie; 0 means no bound.
 	MaxTTL time.Duration
+	// SecretRef, when set, checks a discovery_token_ref against where this
+	// appliance may resolve secrets (secretref.Policy.Check): a ref that
+	// could never resolve here is refused when the entry is stored, naming
+	// the ref and why. It needs local configuration, so only the API checks
+	// it; the state machine checks the ref's syntax alone.
+	SecretRef func(ref string) error
 }
 
 // ValidateNodeID checks a node id: 1-128 characters of letters, digits and
@@ -65,6 +71,11 @@ func ValidateEntries(nodeID string, entries []*sitev1.ProxyDhcpEntry, now time.T
 		n, err := set.add(i, e, notAfter)
 		if err != nil {
 			return nil, err
+		}
+		if ref := n.GetDiscoveryTokenRef(); ref != "" && lim.SecretRef != nil {
+			if err := lim.SecretRef(ref); err != nil {
+				return nil, fieldErr(fmt.Sprintf("entries[%d].discovery_token_ref", i), "%v", err)
+			}
 		}
 		out = append(out, n)
 	}

@@ -67,3 +67,31 @@ func probe(t *testing.T, server string) {
 		}
 	}
 }
+
+// FuzzParseRequest checks the request parser: no panic, an accepted
+// packet is an RRQ or WRQ of at most maxRequest bytes whose name and mode
+// hold no NUL, and negotiation never grants a block size outside
+// 512..limit.
+func FuzzParseRequest(f *testing.F) {
+	f.Add(request(1, "ipxe.efi", "octet", "blksize", "1468", "tsize", "0"))
+	f.Add(request(2, "x", "netascii"))
+	f.Add([]byte{0, 1, 'a', 0})
+	f.Add([]byte{0, 1, 'a', 0, 'o', 0, 'b', 'l', 'k', 's', 'i', 'z', 'e', 0, '9', '9', '9', '9', '9', '9'})
+	f.Fuzz(func(t *testing.T, pkt []byte) {
+		r, err := parseRequest(pkt)
+		if err != nil {
+			return
+		}
+		if (r.op != opRRQ && r.op != opWRQ) || len(pkt) > maxRequest {
+			t.Fatalf("accepted op %d, %d bytes", r.op, len(pkt))
+		}
+		if strings.ContainsRune(r.name, 0) || strings.ContainsRune(r.mode, 0) {
+			t.Fatalf("NUL in name %q or mode %q", r.name, r.mode)
+		}
+		for _, limit := range []int{512, 1468, 65464} {
+			if n, _ := r.negotiate(limit, 1); n < 512 || n > limit {
+				t.Fatalf("negotiate(%d) = blksize %d for options %q", limit, n, r.opts)
+			}
+		}
+	})
+}

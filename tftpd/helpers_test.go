@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/siteboot/siteboot/images"
 	"go.uber.org/goleak"
@@ -82,6 +83,10 @@ func start(t testing.TB, cfg Config) *fixture {
 	}
 	t.Cleanup(func() { _ = set.Close() })
 	cfg.Files, cfg.Logger, cfg.Metrics = set, log, fx.reg
+	if cfg.MaxPerSource == 0 {
+		// Every client here is 127.0.0.1: one source, unless a test says.
+		cfg.MaxPerSource = DefaultMaxTransfers
+	}
 	srv, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -116,6 +121,8 @@ func start(t testing.TB, cfg Config) *fixture {
 	if r := rawGet(t, fx.addr, request(1, "tiny", "octet")); r.Size != len(testFiles["tiny"]) {
 		t.Fatalf("warm-up transfer: %+v", r)
 	}
+	// The server ends it on the last ACK, maybe after rawGet returned.
+	waitMetric(t, fx, "siteboot_tftp_active_transfers", 0)
 	return fx
 }
 
@@ -147,6 +154,12 @@ func rawGet(t testing.TB, server string, pkt []byte) rawResult {
 	t.Helper()
 	conn := dialRaw(t, server, pkt)
 	defer conn.Close()
+	return rawDrive(t, conn)
+}
+
+// rawDrive is rawGet on a socket that has sent its request.
+func rawDrive(t testing.TB, conn *net.UDPConn) rawResult {
+	t.Helper()
 	var res rawResult
 	var data []byte
 	blksize, want := 512, uint16(1)
@@ -188,10 +201,25 @@ func rawGet(t testing.TB, server string, pkt []byte) rawResult {
 
 func dialRaw(t testing.TB, server string, pkt []byte) *net.UDPConn {
 	t.Helper()
-	conn, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	return dialFrom(t, "127.0.0.1", server, pkt)
+}
+
+// dialFrom opens a client socket on local (any 127/8 address is this
+// host) and sends pkt to server, unless pkt is nil.
+func dialFrom(t testing.TB, local, server string, pkt []byte) *net.UDPConn {
+	t.Helper()
+	conn, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.ParseIP(local)})
 	if err != nil {
 		t.Fatal(err)
 	}
+	if pkt != nil {
+		send(t, conn, server, pkt)
+	}
+	return conn
+}
+
+func send(t testing.TB, conn *net.UDPConn, server string, pkt []byte) {
+	t.Helper()
 	to, err := net.ResolveUDPAddr("udp4", server)
 	if err != nil {
 		t.Fatal(err)
@@ -199,7 +227,6 @@ func dialRaw(t testing.TB, server string, pkt []byte) *net.UDPConn {
 	if _, err := conn.WriteToUDP(pkt, to); err != nil {
 		t.Fatal(err)
 	}
-	return conn
 }
 
 func readPacket(t testing.TB, conn *net.UDPConn) ([]byte, *net.UDPAddr) {
@@ -256,6 +283,13 @@ func (l *logBuffer) Write(p []byte) (int, error) {
 	return l.buf.Write(p)
 }
 
+// size is the number of bytes logged so far.
+func (l *logBuffer) size() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Len()
+}
+
 // wait returns the log lines containing all of subs, waiting up to 2 s
 // for one (a server logs a transfer after its client has finished).
 func (l *logBuffer) wait(subs ...string) []string {
@@ -287,7 +321,7 @@ func (l *logBuffer) lines(subs ...string) []string {
 	return out
 }
 
-// gather returns the counter values and histogram counts of reg, keyed
+// gather returns the counter and gauge values and histogram counts of reg, keyed
 // by name{label="value"}.
 func gather(t testing.TB, reg *prometheus.Registry) map[string]float64 {
 	t.Helper()
@@ -305,10 +339,30 @@ func gather(t testing.TB, reg *prometheus.Registry) map[string]float64 {
 			switch {
 			case m.GetCounter() != nil:
 				out[key] = m.GetCounter().GetValue()
+			case m.GetGauge() != nil:
+				out[key] = m.GetGauge().GetValue()
 			case m.GetHistogram() != nil:
 				out[key+"_count"] = float64(m.GetHistogram().GetSampleCount())
 			}
 		}
 	}
 	return out
+}
+
+// waitGather is gather once it equals want, or after 2 s: a server counts
+// a transfer after its last ACK, which may be after its client returned.
+func waitGather(t testing.TB, reg *prometheus.Registry, want map[string]float64) map[string]float64 {
+	t.Helper()
+	deadline := time.Now().Add(2 * time.Second)
+	for {
+		got := gather(t, reg)
+		if cmp.Equal(want, got) || time.Now().After(deadline) {
+			return got
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func slogText(w *logBuffer) *slog.Logger {
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelDebug}))
 }

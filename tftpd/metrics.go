@@ -8,15 +8,18 @@ const (
 	resultNotFound = "not_found" // the name is not in the set
 	resultRefused  = "refused"   // write request, path trick or changed file
 	resultTimeout  = "timeout"   // the client stopped acknowledging
-	resultAborted  = "aborted"   // the client sent an ERROR or went away
-	resultError    = "error"     // reading the file failed, or shutdown
+	resultAborted  = "aborted"   // the client sent an ERROR
+	resultError    = "error"     // reading the file or sending failed, or shutdown
 )
 
 // metrics are the server's collectors.
 type metrics struct {
-	transfers *prometheus.CounterVec
-	bytes     prometheus.Counter
-	seconds   prometheus.Histogram
+	transfers  *prometheus.CounterVec
+	dropped    *prometheus.CounterVec
+	suppressed prometheus.Counter
+	active     prometheus.Gauge
+	bytes      prometheus.Counter
+	seconds    prometheus.Histogram
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -25,6 +28,18 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Namespace: "siteboot", Subsystem: "tftp", Name: "transfers_total",
 			Help: "TFTP requests by result (ok, not_found, refused, timeout, aborted, error).",
 		}, []string{"result"}),
+		dropped: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "siteboot", Subsystem: "tftp", Name: "requests_dropped_total",
+			Help: "TFTP datagrams on the listening port dropped unanswered, by reason (duplicate, max_transfers, max_per_source, malformed, no_resources).",
+		}, []string{"reason"}),
+		suppressed: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: "siteboot", Subsystem: "tftp", Name: "log_lines_suppressed_total",
+			Help: "TFTP log lines left out by the per-reason rate limit.",
+		}),
+		active: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: "siteboot", Subsystem: "tftp", Name: "active_transfers",
+			Help: "TFTP transfers running now (bounded by tftp.max_transfers).",
+		}),
 		bytes: prometheus.NewCounter(prometheus.CounterOpts{
 			Namespace: "siteboot", Subsystem: "tftp", Name: "bytes_total",
 			Help: "File bytes sent in TFTP DATA packets (first transmissions only).",
@@ -38,10 +53,13 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	for _, r := range []string{resultOK, resultNotFound, resultRefused, resultTimeout, resultAborted, resultError} {
 		m.transfers.WithLabelValues(r)
 	}
+	for _, r := range []string{dropDuplicate, dropMaxTransfers, dropMaxPerSource, dropMalformed, dropNoResources} {
+		m.dropped.WithLabelValues(r)
+	}
 	if reg == nil {
 		return m, nil
 	}
-	for _, c := range []prometheus.Collector{m.transfers, m.bytes, m.seconds} {
+	for _, c := range []prometheus.Collector{m.transfers, m.dropped, m.suppressed, m.active, m.bytes, m.seconds} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

@@ -2,174 +2,188 @@ package tftpd
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
-	"os"
+	"net/netip"
 	"sync"
 	"time"
-
-	"github.com/pin/tftp/v3"
-	"github.com/prometheus/client_golang/prometheus"
-	"golang.org/x/net/ipv4"
-	"golang.org/x/net/ipv6"
 )
-
-// DefaultMaxBlockSize is the largest blksize granted by default: a
-// 1500-byte Ethernet MTU less 20 bytes of IPv4 header, 8 of UDP and 4 of
-// TFTP, so a DATA packet never needs IP fragmentation.
-const DefaultMaxBlockSize = 1468
-
-// Defaults of Config.
-const (
-	DefaultTimeout = time.Second
-	DefaultRetries = 5
-)
-
-// Files is the set of files the server serves; *images.Set satisfies it.
-type Files interface {
-	// Open opens the file with exactly this name and returns its size. An
-	// error matching fs.ErrNotExist is reported to the client as "file
-	// not found", any other error as "access violation".
-	Open(name string) (*os.File, int64, error)
-}
-
-// Config configures a Server.
-type Config struct {
-	// Files are the files served (required).
-	Files Files
-	// MaxBlockSize caps the blksize option (RFC 2348) granted to clients;
-	// DefaultMaxBlockSize if zero, otherwise 513..65464. pin/tftp also caps
-	// it at the arrival interface's MTU less 28 bytes, 4 more than a DATA
-	// packet can carry without fragmenting: on links whose MTU is below
-	// 1500, set this to the MTU less 32.
-	MaxBlockSize int
-	// Timeout is how long a DATA or OACK packet waits for its
-	// acknowledgement before it is sent again (DefaultTimeout if zero);
-	// Retries how many times it is sent in all (DefaultRetries if zero).
-	Timeout time.Duration
-	Retries int
-	// Logger receives one line per transfer (discarded if nil).
-	Logger *slog.Logger
-	// Metrics registers the siteboot_tftp_* collectors (none if nil).
-	Metrics prometheus.Registerer
-}
 
 // Server is a read-only TFTP server of a Files set.
 type Server struct {
 	cfg    Config
 	log    *slog.Logger
+	lim    *limitedLog
 	m      *metrics
-	active sync.Map // remote "ip:port" → *transfer, while its handler runs
+	admit  *admission
+	ifaces *ifaceCache
+	now    func() time.Time
 }
 
-// closedPoll is how often Serve checks whether its socket was closed
-// under it (pin/tftp spins on a closed socket instead of returning).
-const closedPoll = 100 * time.Millisecond
+// flushEvery is how often suppressed log counts are reported once their
+// bucket refills.
+const flushEvery = time.Second
 
 // New checks cfg, fills in defaults and registers the metrics. It binds
 // nothing.
 func New(cfg Config) (*Server, error) {
-	if cfg.Files == nil {
-		return nil, errors.New("tftpd: Config.Files is required")
-	}
-	if cfg.MaxBlockSize == 0 {
-		cfg.MaxBlockSize = DefaultMaxBlockSize
-	}
-	if cfg.MaxBlockSize <= 512 || cfg.MaxBlockSize > 65464 {
-		return nil, fmt.Errorf("tftpd: MaxBlockSize %d is outside 513..65464 (512 is what clients get without asking)", cfg.MaxBlockSize)
-	}
-	if cfg.Timeout < 0 || cfg.Retries < 0 {
-		return nil, errors.New("tftpd: Timeout and Retries must not be negative")
-	}
-	if cfg.Timeout == 0 {
-		cfg.Timeout = DefaultTimeout
-	}
-	if cfg.Retries == 0 {
-		cfg.Retries = DefaultRetries
-	}
-	log := cfg.Logger
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
 	}
 	m, err := newMetrics(cfg.Metrics)
 	if err != nil {
 		return nil, fmt.Errorf("tftpd: metrics: %w", err)
 	}
-	return &Server{cfg: cfg, log: log, m: m}, nil
+	s := &Server{cfg: cfg, log: cfg.Logger, m: m, now: time.Now,
+		admit: newAdmission(cfg.MaxTransfers, cfg.MaxPerSource)}
+	s.lim = newLimitedLog(s.log, s.now, func(string) { m.suppressed.Inc() })
+	s.ifaces = newIfaceCache(s.now)
+	return s, nil
 }
 
 // Serve answers TFTP requests arriving on conn, which must be a
-// *net.UDPConn (pin/tftp reads the arrival interface from it). It returns
-// nil when ctx ends or conn is closed, after in-flight transfers stopped:
-// a transfer stops at its next block once ctx ends, or after at most
-// Timeout×Retries when its client has gone quiet. Serve closes conn.
-// Hand conn over as soon as it is bound: a request queued before Serve
-// asks the kernel for its arrival interface is granted 512-byte blocks.
+// *net.UDPConn (the arrival address and interface of each request are
+// read from it). It returns nil when ctx ends or conn is closed, after
+// in-flight transfers stopped: a transfer stops at its next block once
+// ctx ends, or after at most Timeout×Retries when its client has gone
+// quiet. Serve closes conn. Hand conn over as soon as it is bound: a
+// request queued before Serve asks the kernel for its arrival interface
+// is granted 512-byte blocks.
 func (s *Server) Serve(ctx context.Context, conn net.PacketConn) error {
 	udp, ok := conn.(*net.UDPConn)
 	if !ok {
 		return fmt.Errorf("tftpd: serve: conn is a %T, want a *net.UDPConn", conn)
 	}
-	enablePacketInfo(udp)
-	lib := tftp.NewServer(s.readHandler(ctx.Done()), s.writeHandler)
-	lib.SetBlockSize(s.cfg.MaxBlockSize)
-	lib.SetTimeout(s.cfg.Timeout)
-	lib.SetRetries(s.cfg.Retries)
-	lib.SetBackoff(func(int) time.Duration { return 0 }) // the timeout is the wait
-	lib.SetHook(hook{s})
-	s.log.Info("tftp serving", "addr", udp.LocalAddr().String(), "max_blksize", s.cfg.MaxBlockSize)
-
-	errc := make(chan error, 1)
-	go func() { errc <- lib.Serve(udp) }()
-	stop, closed := make(chan struct{}), make(chan struct{})
-	go watchClosed(udp, stop, closed)
-	defer close(stop)
-	select {
-	case <-ctx.Done():
-	case <-closed:
-		s.log.Info("tftp socket closed")
-	case err := <-errc:
-		_ = udp.Close()
-		return fmt.Errorf("tftpd: serve: %w", err)
-	}
-	lib.Shutdown()
-	<-errc
+	l := newListener(udp)
+	s.log.Info("tftp serving", "addr", udp.LocalAddr().String(), "max_blksize", s.cfg.MaxBlockSize,
+		"max_transfers", s.cfg.MaxTransfers, "max_per_source", s.cfg.MaxPerSource)
+	stop, watched := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(watched)
+		s.watch(ctx, udp, stop)
+	}()
+	var transfers sync.WaitGroup
+	s.loop(ctx, l, &transfers)
+	close(stop)
+	<-watched
 	_ = udp.Close()
+	transfers.Wait()
+	s.lim.flush(true)
 	return nil
 }
 
-// enablePacketInfo asks for the destination address and interface of each
-// datagram now, before pin/tftp's goroutine does: a request queued
-// without them is served with 512-byte blocks only. Failure is left to
-// pin/tftp, which falls back the same way.
-func enablePacketInfo(conn *net.UDPConn) {
-	if a, ok := conn.LocalAddr().(*net.UDPAddr); ok && a.IP.To4() == nil {
-		_ = ipv6.NewPacketConn(conn).SetControlMessage(ipv6.FlagDst|ipv6.FlagInterface, true)
-		return
-	}
-	_ = ipv4.NewPacketConn(conn).SetControlMessage(ipv4.FlagDst|ipv4.FlagInterface, true)
-}
-
-// watchClosed closes closed once conn is closed, polling every closedPoll
-// until stop is closed.
-func watchClosed(conn *net.UDPConn, stop <-chan struct{}, closed chan<- struct{}) {
-	t := time.NewTicker(closedPoll)
+// watch closes conn when ctx ends (which ends the read loop) and reports
+// suppressed log lines, until stop is closed.
+func (s *Server) watch(ctx context.Context, conn *net.UDPConn, stop <-chan struct{}) {
+	t := time.NewTicker(flushEvery)
 	defer t.Stop()
 	for {
 		select {
 		case <-stop:
 			return
-		case <-t.C:
-		}
-		rc, err := conn.SyscallConn()
-		if err == nil {
-			err = rc.Control(func(uintptr) {})
-		}
-		if errors.Is(err, net.ErrClosed) {
-			close(closed)
+		case <-ctx.Done():
+			_ = conn.Close()
 			return
+		case <-t.C:
+			s.lim.flush(false)
 		}
 	}
+}
+
+// loop reads requests until the socket is closed. It never blocks on a
+// transfer: each admitted one runs in its own goroutine, and there are at
+// most MaxTransfers of those.
+func (s *Server) loop(ctx context.Context, l *listener, transfers *sync.WaitGroup) {
+	buf := make([]byte, maxRequest+1)
+	for {
+		d, err := l.read(buf)
+		if errors.Is(err, net.ErrClosed) {
+			if ctx.Err() == nil {
+				s.log.Info("tftp socket closed")
+			}
+			return
+		}
+		if err != nil {
+			s.logDrop(s.log, slog.LevelWarn, "read_error", "tftp read failed", "err", describe(err))
+			pause(ctx, 10*time.Millisecond) // an error that repeats must not spin
+			continue
+		}
+		s.handle(ctx.Done(), l, d, buf[:d.n], transfers)
+	}
+}
+
+// handle decides what one datagram on the listening port gets: an ERROR
+// right away (write request, bad name), nothing (malformed, duplicate,
+// over a bound), or a transfer of its own.
+func (s *Server) handle(done <-chan struct{}, l *listener, d datagram, p []byte, transfers *sync.WaitGroup) {
+	req, err := parseRequest(p)
+	if err != nil {
+		op := -1
+		if len(p) >= 2 {
+			op = int(binary.BigEndian.Uint16(p))
+		}
+		s.drop(s.log, slog.LevelDebug, dropMalformed, "remote", d.client.String(), "op", op, "len", len(p))
+		return
+	}
+	log := s.log.With("remote", d.client.String(), "file", req.name)
+	if req.op == opWRQ {
+		s.refuse(l, d, log, "write", resultRefused, errWrite, errWrite)
+		return
+	}
+	name, err := requestName(req.name)
+	if err != nil {
+		s.refuse(l, d, log, "read", resultRefused, err, errAccess)
+		return
+	}
+	k := transferKey{client: d.client, file: req.name}
+	if why := s.admit.admit(k); why != "" {
+		s.drop(log, slog.LevelDebug, why, "running", s.admit.count())
+		return
+	}
+	s.m.active.Inc()
+	transfers.Add(1)
+	go func() {
+		defer transfers.Done()
+		defer s.m.active.Dec()
+		defer s.admit.release(k)
+		s.serveRead(done, l, d, log, req, name)
+	}()
+}
+
+// refuse answers a request with an ERROR from the listening socket and
+// logs and counts it. err is logged, tell is sent.
+func (s *Server) refuse(l *listener, d datagram, log *slog.Logger, op, result string, err, tell error) {
+	s.m.transfers.WithLabelValues(result).Inc()
+	s.logResult(log, slog.LevelInfo, result, "op", op, "result", result, "err", err)
+	if werr := l.reply(errorPacket(tell.Error()), d); werr != nil && !errors.Is(werr, net.ErrClosed) {
+		s.logDrop(log, slog.LevelWarn, "reply_error", "tftp reply failed", "err", describe(werr))
+	}
+}
+
+// drop counts and logs a request left unanswered.
+func (s *Server) drop(log *slog.Logger, level slog.Level, reason string, attrs ...any) {
+	s.m.dropped.WithLabelValues(reason).Inc()
+	s.logDrop(log, level, reason, "tftp request dropped", append(attrs, "reason", reason)...)
+}
+
+func pause(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
+
+// datagram is a packet read from the listening socket.
+type datagram struct {
+	n       int
+	client  netip.AddrPort
+	src     *net.UDPAddr
+	dst     net.IP // the address it was sent to, nil if unknown
+	ifIndex int    // the interface it arrived on, 0 if unknown
 }

@@ -26,8 +26,14 @@ func TestNewChecksConfig(t *testing.T) {
 	}{
 		{"defaults", Config{Files: set}, ""},
 		{"no files", Config{}, "Files is required"},
-		{"blksize 512", Config{Files: set, MaxBlockSize: 512}, "outside 513..65464"},
-		{"blksize too large", Config{Files: set, MaxBlockSize: 65465}, "outside 513..65464"},
+		{"blksize 512", Config{Files: set, MaxBlockSize: 512}, ""},
+		{"blksize 65464", Config{Files: set, MaxBlockSize: 65464}, ""},
+		{"blksize too small", Config{Files: set, MaxBlockSize: 511}, "MaxBlockSize: 511 is outside 512..65464"},
+		{"blksize too large", Config{Files: set, MaxBlockSize: 65465}, "MaxBlockSize: 65465 is outside 512..65464"},
+		{"negative retries", Config{Files: set, Retries: -1}, "Retries: -1 must not be negative"},
+		{"negative max transfers", Config{Files: set, MaxTransfers: -1}, "MaxTransfers: -1 is outside 1..16384"},
+		{"huge max transfers", Config{Files: set, MaxTransfers: 16385}, "MaxTransfers: 16385 is outside 1..16384"},
+		{"negative max per source", Config{Files: set, MaxPerSource: -1}, "MaxPerSource: -1 must not be negative"},
 		{"negative timeout", Config{Files: set, Timeout: -time.Second}, "must not be negative"},
 	}
 	for _, tc := range tests {

@@ -24,7 +24,7 @@ func httpAddr(t *testing.T, socket string) string {
 }
 
 func TestCLIScriptAndDiscovered(t *testing.T) {
-	t.Setenv("SITEBOOT_TEST_TOKEN", "tok-very-secret")
+	t.Setenv("SITEBOOT_SECRET_TEST_TOKEN", "tok-very-secret")
 	cfg := testConfig(t)
 	cfg.Ramdisk.Kernel = "http://10.0.0.9/vmlinuz"
 	cfg.Ramdisk.Initrd = "http://10.0.0.9/initrd.img"
@@ -32,7 +32,7 @@ func TestCLIScriptAndDiscovered(t *testing.T) {
 	a := startAppliance(t, cfg)
 	sock := a.cfg.Admin.Socket
 	mustCLI(t, sock, "entry", "add", "--node-id", "n1", "--mac", "52:54:00:00:00:01", "--workflow-id", "wf-7",
-		"--discovery-token-ref", "env://SITEBOOT_TEST_TOKEN")
+		"--discovery-token-ref", "env://SITEBOOT_SECRET_TEST_TOKEN")
 
 	out := mustCLI(t, sock, "script", "--mac", "52-54-00-00-00-01", "--buildarch", "x86_64", "--platform", "efi")
 	for _, want := range []string{"#!ipxe", "kernel --name kernel http://10.0.0.9/vmlinuz initrd=initrd console=ttyS0",

@@ -1,7 +1,10 @@
 package main
 
 import (
+	"fmt"
 	"github.com/siteboot/siteboot/appliance"
+	"github.com/siteboot/siteboot/images"
+	"github.com/siteboot/siteboot/tftpd"
 	"log/slog"
 	"net/netip"
 	"os"
@@ -111,6 +114,14 @@ func TestConfigErrorsNameTheKey(t *testing.T) {
 		{"relay ipv6", "", map[string]string{"SITEBOOT_DHCP_RELAYS": "fd00::/64"}, "dhcp.relays"},
 		{"negative max connections", "http:\n  max_connections: -1\n", nil, "http.max_connections"},
 		{"progress timeout too short", "", map[string]string{"SITEBOOT_HTTP_PROGRESS_TIMEOUT": "10ms"}, "http.progress_timeout: 10ms: at least 1s"},
+		{"secrets dir inside the data dir", "secrets:\n  dir: " + dir + "/secrets\n", nil, "secrets.dir: " + dir + "/secrets overlaps " + dir},
+		{"secrets dir is the data dir", "", map[string]string{"SITEBOOT_SECRETS_DIR": dir}, "secrets.dir"},
+		{"secrets dir contains the data dir", "secrets:\n  dir: " + filepath.Dir(dir) + "\n", nil, "secrets.dir"},
+		{"secrets dir relative", "secrets:\n  dir: secrets\n", nil, `secrets.dir: "secrets" must be an absolute`},
+		{"tftp max transfers", "tftp:\n  max_transfers: -1\n", nil, "tftp.max_transfers: -1 is outside 1..16384"},
+		{"tftp max per source", "", map[string]string{"SITEBOOT_TFTP_MAX_PER_SOURCE": "-2"}, "tftp.max_per_source"},
+		{"tftp block size", "tftp:\n  max_block_size: 511\n", nil, "tftp.max_block_size: 511 is outside 512..65464"},
+		{"secrets env prefix", "", map[string]string{"SITEBOOT_SECRETS_ENV_PREFIX": "MY-"}, "secrets.env_prefix"},
 		{"interfaces env list", "", map[string]string{"SITEBOOT_DHCP_INTERFACES": "eth0,eth1", "SITEBOOT_LOG_LEVEL": "loud"}, "log.level"},
 		{"raft bind without tls", "lease:\n  raft:\n    bind: 10.0.0.2:7390\n", nil, "lease.raft.bind: \"10.0.0.2:7390\" is not a loopback address"},
 		{"raft bind env without tls", "", map[string]string{"SITEBOOT_LEASE_RAFT_BIND": "192.0.2.2:7390"}, "lease.raft.bind"},
@@ -218,4 +229,41 @@ func (s *syncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// TestConfigTFTPAgreesWithTFTPD: a TFTP setting passes the config check
+// exactly when tftpd.New accepts it (max_block_size 512 once passed the
+// one and failed the other at start).
+func TestConfigTFTPAgreesWithTFTPD(t *testing.T) {
+	set, err := images.Load(images.Config{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer set.Close()
+	type setting struct {
+		name string
+		set  func(*Config)
+	}
+	var tests []setting
+	for _, v := range []int{-1, 0, 8, 511, 512, 513, 1468, 65464, 65465} {
+		tests = append(tests, setting{fmt.Sprintf("max_block_size %d", v), func(c *Config) { c.TFTP.MaxBlockSize = v }})
+	}
+	for _, v := range []int{-1, 0, 1, 256, 16384, 16385} {
+		tests = append(tests,
+			setting{fmt.Sprintf("max_transfers %d", v), func(c *Config) { c.TFTP.MaxTransfers = v }},
+			setting{fmt.Sprintf("max_per_source %d", v), func(c *Config) { c.TFTP.MaxPerSource = v }})
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := appliance.DefaultConfig()
+			cfg.DataDir = t.TempDir()
+			tc.set(&cfg)
+			checkErr := cfg.Finish()
+			_, newErr := tftpd.New(tftpd.Config{Files: set, MaxBlockSize: cfg.TFTP.MaxBlockSize,
+				MaxTransfers: cfg.TFTP.MaxTransfers, MaxPerSource: cfg.TFTP.MaxPerSource})
+			if (checkErr == nil) != (newErr == nil) {
+				t.Errorf("config check: %v; tftpd.New: %v", checkErr, newErr)
+			}
+		})
+	}
 }

@@ -1,0 +1,133 @@
+package tftpd
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// DefaultMaxBlockSize is the largest blksize granted by default: a
+// 1500-byte Ethernet MTU less 20 bytes of IPv4 header, 8 of UDP and 4 of
+// TFTP, so a DATA packet never needs IP fragmentation.
+const DefaultMaxBlockSize = 1468
+
+// Defaults of Config.
+const (
+	DefaultTimeout = time.Second
+	DefaultRetries = 5
+	// DefaultMaxTransfers bounds the transfers running at once. A machine
+	// runs one transfer at a time (edk2's tsize probe ends before its real
+	// request), so 256 lets five 48-node racks power on together even
+	// while each slot of a client that went quiet stays held for
+	// Timeout×Retries (5 s). Each transfer holds two fds (its socket and
+	// the file) and at most two blocks of memory: 512 fds and well under
+	// 1 MiB at the default block size.
+	DefaultMaxTransfers = 256
+	// DefaultMaxPerSource bounds the transfers of one client address: one
+	// machine needs one, a few machines behind one NAT address need a few,
+	// and one address cannot take more than 1/32 of DefaultMaxTransfers.
+	DefaultMaxPerSource = 8
+)
+
+// maxTransfersLimit is the largest MaxTransfers accepted.
+const maxTransfersLimit = 16384
+
+// Files is the set of files the server serves; *images.Set satisfies it.
+type Files interface {
+	// Open opens the file with exactly this name and returns its size. An
+	// error matching fs.ErrNotExist is reported to the client as "file
+	// not found", running out of file descriptors drops the request (the
+	// client retries), any other error is "access violation".
+	Open(name string) (*os.File, int64, error)
+}
+
+// Config configures a Server.
+type Config struct {
+	// Files are the files served (required).
+	Files Files
+	// MaxBlockSize caps the blksize option (RFC 2348) granted to clients;
+	// DefaultMaxBlockSize if zero, otherwise 512..65464 (512: never more
+	// than RFC 1350's blocks). The arrival interface's MTU less 32 bytes
+	// (52 for IPv6) caps it further, so DATA packets do not fragment.
+	MaxBlockSize int
+	// Timeout is how long a DATA or OACK packet waits for its
+	// acknowledgement before it is sent again (DefaultTimeout if zero);
+	// Retries how many times it is sent in all (DefaultRetries if zero).
+	Timeout time.Duration
+	Retries int
+	// MaxTransfers bounds the transfers running at once
+	// (DefaultMaxTransfers if zero, at most 16384); MaxPerSource those of
+	// one client IP address (DefaultMaxPerSource if zero). A request over
+	// either bound is dropped without an answer, so the client's own
+	// retransmission tries again; it opens no socket and starts nothing.
+	MaxTransfers int
+	MaxPerSource int
+	// Logger receives one line per transfer and refusal, rate-limited per
+	// kind (discarded if nil).
+	Logger *slog.Logger
+	// Metrics registers the siteboot_tftp_* collectors (none if nil).
+	Metrics prometheus.Registerer
+}
+
+// ConfigError is a Config field with a value New refuses. Field is the
+// Go name of the field.
+type ConfigError struct {
+	Field string
+	Err   error
+}
+
+func (e *ConfigError) Error() string { return "tftpd: " + e.Field + ": " + e.Err.Error() }
+
+func (e *ConfigError) Unwrap() error { return e.Err }
+
+// Check checks the settings of c that have a range (not Files), as New
+// does: the appliance's config check calls it so that both agree. It
+// returns a *ConfigError for the first field out of range.
+func (c Config) Check() error {
+	bad := func(field, format string, args ...any) error {
+		return &ConfigError{Field: field, Err: fmt.Errorf(format, args...)}
+	}
+	switch {
+	case c.MaxBlockSize != 0 && (c.MaxBlockSize < minBlockSize || c.MaxBlockSize > maxBlockSize):
+		return bad("MaxBlockSize", "%d is outside %d..%d (0 for %d)", c.MaxBlockSize, minBlockSize, maxBlockSize, DefaultMaxBlockSize)
+	case c.Timeout < 0:
+		return bad("Timeout", "%s must not be negative", c.Timeout)
+	case c.Retries < 0:
+		return bad("Retries", "%d must not be negative", c.Retries)
+	case c.MaxTransfers < 0 || c.MaxTransfers > maxTransfersLimit:
+		return bad("MaxTransfers", "%d is outside 1..%d (0 for %d)", c.MaxTransfers, maxTransfersLimit, DefaultMaxTransfers)
+	case c.MaxPerSource < 0:
+		return bad("MaxPerSource", "%d must not be negative (0 for %d)", c.MaxPerSource, DefaultMaxPerSource)
+	}
+	return nil
+}
+
+// withDefaults checks c and fills in the defaults.
+func (c Config) withDefaults() (Config, error) {
+	if c.Files == nil {
+		return c, errors.New("tftpd: Config.Files is required")
+	}
+	if err := c.Check(); err != nil {
+		return c, err
+	}
+	def := func(v *int, d int) {
+		if *v == 0 {
+			*v = d
+		}
+	}
+	def(&c.MaxBlockSize, DefaultMaxBlockSize)
+	def(&c.Retries, DefaultRetries)
+	def(&c.MaxTransfers, DefaultMaxTransfers)
+	def(&c.MaxPerSource, DefaultMaxPerSource)
+	if c.Timeout == 0 {
+		c.Timeout = DefaultTimeout
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return c, nil
+}

@@ -1,0 +1,148 @@
+package tftpd
+
+import (
+	"net"
+	"net/netip"
+	"sync"
+	"time"
+
+	"golang.org/x/net/ipv4"
+	"golang.org/x/net/ipv6"
+)
+
+// listener is the listening socket with the arrival address and
+// interface of each datagram (IP_PKTINFO / IPV6_RECVPKTINFO), which pick
+// the source address of the answers and the MTU that caps blksize.
+type listener struct {
+	udp *net.UDPConn
+	v4  *ipv4.PacketConn // one of v4 and v6 is set
+	v6  *ipv6.PacketConn
+	// info is false when the kernel refused packet info: then every answer
+	// comes from the routing table's choice and blocks are 512 bytes.
+	info bool
+}
+
+func newListener(conn *net.UDPConn) *listener {
+	l := &listener{udp: conn}
+	if a, ok := conn.LocalAddr().(*net.UDPAddr); ok && a.IP.To4() == nil {
+		l.v6 = ipv6.NewPacketConn(conn)
+		l.info = l.v6.SetControlMessage(ipv6.FlagDst|ipv6.FlagInterface, true) == nil
+		return l
+	}
+	l.v4 = ipv4.NewPacketConn(conn)
+	l.info = l.v4.SetControlMessage(ipv4.FlagDst|ipv4.FlagInterface, true) == nil
+	return l
+}
+
+// transferNetwork is what the socket of a transfer to client listens on.
+func transferNetwork(client *net.UDPAddr) string {
+	if client.IP.To4() != nil {
+		return "udp4"
+	}
+	return "udp6"
+}
+
+func (l *listener) read(buf []byte) (datagram, error) {
+	var d datagram
+	var src net.Addr
+	var err error
+	if l.v6 != nil {
+		var cm *ipv6.ControlMessage
+		d.n, cm, src, err = l.v6.ReadFrom(buf)
+		if cm != nil {
+			d.dst, d.ifIndex = cm.Dst, cm.IfIndex
+		}
+	} else {
+		var cm *ipv4.ControlMessage
+		d.n, cm, src, err = l.v4.ReadFrom(buf)
+		if cm != nil {
+			d.dst, d.ifIndex = cm.Dst, cm.IfIndex
+		}
+	}
+	if err != nil {
+		return d, err
+	}
+	d.src, _ = src.(*net.UDPAddr)
+	if d.src == nil {
+		return d, net.UnknownNetworkError("datagram without a UDP source")
+	}
+	ap := d.src.AddrPort()
+	d.client = netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())
+	return d, nil
+}
+
+// reply sends p to the sender of d from the address d was sent to.
+func (l *listener) reply(p []byte, d datagram) error {
+	src := replySource(d.dst)
+	var err error
+	if l.v6 != nil {
+		var cm *ipv6.ControlMessage
+		if src != nil {
+			cm = &ipv6.ControlMessage{Src: src}
+		}
+		_, err = l.v6.WriteTo(p, cm, d.src)
+	} else {
+		var cm *ipv4.ControlMessage
+		if src != nil {
+			cm = &ipv4.ControlMessage{Src: src}
+		}
+		_, err = l.v4.WriteTo(p, cm, d.src)
+	}
+	return err
+}
+
+// replySource is the address answers to a datagram sent to dst come
+// from: dst itself, or the kernel's choice (nil) when dst is unknown,
+// broadcast or multicast.
+func replySource(dst net.IP) net.IP {
+	if dst == nil || dst.IsUnspecified() || dst.IsMulticast() || dst.Equal(net.IPv4bcast) {
+		return nil
+	}
+	return dst
+}
+
+// ifaceCache remembers interface MTUs and names for a while: looking one
+// up costs a netlink dump, too much to do per request.
+type ifaceCache struct {
+	now func() time.Time
+
+	mu sync.Mutex
+	m  map[int]ifaceInfo
+}
+
+type ifaceInfo struct {
+	mtu  int
+	name string
+	at   time.Time
+}
+
+// ifaceTTL is how long a looked-up MTU is used.
+const ifaceTTL = 10 * time.Second
+
+func newIfaceCache(now func() time.Time) *ifaceCache {
+	return &ifaceCache{now: now, m: map[int]ifaceInfo{}}
+}
+
+// get returns the interface with this index; ok is false when it is
+// unknown.
+func (c *ifaceCache) get(index int) (ifaceInfo, bool) {
+	if index <= 0 {
+		return ifaceInfo{}, false
+	}
+	now := c.now()
+	c.mu.Lock()
+	info, ok := c.m[index]
+	c.mu.Unlock()
+	if ok && now.Sub(info.at) < ifaceTTL {
+		return info, true
+	}
+	ifi, err := net.InterfaceByIndex(index)
+	if err != nil {
+		return ifaceInfo{}, false
+	}
+	info = ifaceInfo{mtu: ifi.MTU, name: ifi.Name, at: now}
+	c.mu.Lock()
+	c.m[index] = info
+	c.mu.Unlock()
+	return info, true
+}
