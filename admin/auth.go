@@ -34,6 +34,19 @@ func (s *Server) check(ctx context.Context) error {
 	}
 }
 
+// requireRoot admits only root on the admin socket: what only root may see
+// (a discovery token, a signature on demand) is not for the admin group,
+// nor for a TLS client, whose certificate proves membership of the admin
+// CA's set and no more.
+func requireRoot(ctx context.Context) error {
+	if p, ok := peer.FromContext(ctx); ok {
+		if pc, ok := p.AuthInfo.(PeerCred); ok && pc.UID == 0 {
+			return nil
+		}
+	}
+	return status.Error(codes.PermissionDenied, "reveal_secrets: only root on the admin socket may reveal discovery tokens and signatures")
+}
+
 func (s *Server) checkPeerCred(pc PeerCred) error {
 	if pc.Allowed(s.cfg.AdminGID) {
 		return nil

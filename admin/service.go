@@ -43,9 +43,20 @@ func (s *Server) ListDiscovered(ctx context.Context, _ *sitebootv1.ListDiscovere
 	return &sitebootv1.ListDiscoveredResponse{Machines: machines}, grpcError(err)
 }
 
-// RenderScript implements siteboot.v1.SiteBoot.
+// RenderScript implements siteboot.v1.SiteBoot: secrets redacted.
 func (s *Server) RenderScript(ctx context.Context, req *sitev1.IpxeScriptRequest) (*sitev1.IpxeScript, error) {
-	script, err := s.core.RenderScript(ctx, req)
+	script, err := s.core.RenderScript(ctx, req, false)
+	return script, grpcError(err)
+}
+
+// PreviewScript implements siteboot.v1.SiteBoot: secrets for root only.
+func (s *Server) PreviewScript(ctx context.Context, req *sitebootv1.PreviewScriptRequest) (*sitev1.IpxeScript, error) {
+	if req.GetRevealSecrets() {
+		if err := requireRoot(ctx); err != nil {
+			return nil, err
+		}
+	}
+	script, err := s.core.RenderScript(ctx, req.GetRequest(), req.GetRevealSecrets())
 	return script, grpcError(err)
 }
 

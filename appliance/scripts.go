@@ -12,10 +12,13 @@ import (
 )
 
 // RenderScript returns the iPXE script /ipxe would serve the machine req
-// describes now, without recording it as discovered. Over HTTP the base URL
-// comes from http.advertise or the request; here it is http.advertise, or
-// this appliance's address on its first network-boot interface.
-func (a *Appliance) RenderScript(ctx context.Context, req *sitev1.IpxeScriptRequest) (*sitev1.IpxeScript, error) {
+// describes now, without recording it as discovered. Unless reveal is set
+// the discovery token and the assertion are shown as ipxe.Redacted and
+// nothing is signed; who may reveal is the transport's decision (the admin
+// API: root only). Over HTTP the base URL comes from http.advertise or the
+// request; here it is http.advertise, or this appliance's address on its
+// first network-boot interface.
+func (a *Appliance) RenderScript(ctx context.Context, req *sitev1.IpxeScriptRequest, reveal bool) (*sitev1.IpxeScript, error) {
 	if err := a.started(); err != nil {
 		return nil, err
 	}
@@ -23,7 +26,7 @@ func (a *Appliance) RenderScript(ctx context.Context, req *sitev1.IpxeScriptRequ
 	if err != nil {
 		return nil, err
 	}
-	script, err := a.script.RenderAt(ctx, req, base)
+	script, err := a.script.Preview(ctx, req, base, reveal)
 	var unknown *ipxe.UnknownMachineError
 	if errors.As(err, &unknown) {
 		return unknown.Script, nil

@@ -53,7 +53,7 @@ func (s *Server) serveScript(w http.ResponseWriter, r *http.Request) {
 	var out outcome
 	if err == nil {
 		req.Ip = addrString(remote)
-		out, err = s.render(r.Context(), req, base)
+		out, err = s.render(r.Context(), req, base, forMachine)
 	}
 	log = requestLog(log, req, out)
 	status, kind, msg := classify(err)

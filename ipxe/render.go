@@ -30,22 +30,43 @@ func (s *Server) Render(ctx context.Context, req *sitev1.IpxeScriptRequest) (*si
 	if s.base == "" {
 		return nil, errors.New("ipxe: Render needs Config.BaseURL (it is derived per request only over HTTP)")
 	}
-	out, err := s.render(ctx, req, s.base)
+	out, err := s.render(ctx, req, s.base, forMachine)
 	return out.script, err
 }
 
-// RenderAt is Render with the appliance's base URL given, for an appliance
-// whose Config.BaseURL is empty (derived per request over HTTP).
-func (s *Server) RenderAt(ctx context.Context, req *sitev1.IpxeScriptRequest, base string) (*sitev1.IpxeScript, error) {
+// Redacted stands in a previewed script for the discovery token and the
+// signed assertion unless secrets were asked for.
+const Redacted = "REDACTED"
+
+// Preview is Render for an operator rather than a machine, with the
+// appliance's base URL given (for an appliance whose Config.BaseURL is
+// empty, derived per request over HTTP). Unless reveal is set, the
+// discovery token is resolved (so a ref that fails still fails here) but
+// shown as Redacted, and no assertion is signed: Redacted stands in its
+// place, so a preview never hands out a signature the appliance did not
+// give a machine. The caller decides who may reveal.
+func (s *Server) Preview(ctx context.Context, req *sitev1.IpxeScriptRequest, base string, reveal bool) (*sitev1.IpxeScript, error) {
 	b, err := checkBaseURL(base)
 	if err != nil {
 		return nil, &RequestError{Field: "base_url", Reason: err.Error()}
 	}
-	out, err := s.render(ctx, req, b)
+	mode := previewRedacted
+	if reveal {
+		mode = forMachine
+	}
+	out, err := s.render(ctx, req, b, mode)
 	return out.script, err
 }
 
-func (s *Server) render(ctx context.Context, req *sitev1.IpxeScriptRequest, base string) (outcome, error) {
+// renderMode says who a script is for.
+type renderMode int
+
+const (
+	forMachine      renderMode = iota // everything, signed
+	previewRedacted                   // token and assertion replaced by Redacted
+)
+
+func (s *Server) render(ctx context.Context, req *sitev1.IpxeScriptRequest, base string, mode renderMode) (outcome, error) {
 	n, err := normalize(req)
 	if err != nil {
 		return outcome{}, err
@@ -75,7 +96,7 @@ func (s *Server) render(ctx context.Context, req *sitev1.IpxeScriptRequest, base
 		out.script, err = s.chain(base, &e)
 	default:
 		out.kind = kindRamdisk
-		out.script, out.epoch, err = s.ramdisk(ctx, base, n, &e, now)
+		out.script, out.epoch, err = s.ramdisk(ctx, base, n, &e, now, mode)
 	}
 	return out, err
 }
@@ -120,7 +141,7 @@ func (s *Server) chain(base string, e *bootentry.Entry) (*sitev1.IpxeScript, err
 
 // ramdisk resolves the token, re-checks the gate, signs the assertion and
 // renders the script. It returns the epoch the assertion carries.
-func (s *Server) ramdisk(ctx context.Context, base string, n *sitev1.IpxeScriptRequest, e *bootentry.Entry, now time.Time) (*sitev1.IpxeScript, uint64, error) {
+func (s *Server) ramdisk(ctx context.Context, base string, n *sitev1.IpxeScriptRequest, e *bootentry.Entry, now time.Time, mode renderMode) (*sitev1.IpxeScript, uint64, error) {
 	if !s.hasRamdisk() {
 		return nil, 0, &EntryError{MAC: n.GetMac(), Reason: "no ramdisk profile is configured (ramdisk.kernel, ramdisk.initrd)"}
 	}
@@ -137,8 +158,12 @@ func (s *Server) ramdisk(ctx context.Context, base string, n *sitev1.IpxeScriptR
 	if na := e.NotAfter; na.Before(notAfter) {
 		notAfter = na
 	}
-	assertion, err := s.sign(n, e, epoch, now, notAfter)
-	if err != nil {
+	assertion := Redacted
+	if mode == previewRedacted {
+		if token != nil {
+			token = []byte(Redacted)
+		}
+	} else if assertion, err = s.sign(n, e, epoch, now, notAfter); err != nil {
 		return nil, 0, err
 	}
 	p := ramdiskParams{

@@ -302,9 +302,9 @@ func TestRenderNeedsBaseURL(t *testing.T) {
 	}
 }
 
-func TestRenderAtGivenBase(t *testing.T) {
+func TestPreviewGivenBase(t *testing.T) {
 	f := newFixture(t, func(c *Config) { c.BaseURL = "" })
-	got, err := f.srv.RenderAt(context.Background(), &sitev1.IpxeScriptRequest{Mac: macChain}, "http://10.9.9.9:8080/")
+	got, err := f.srv.Preview(context.Background(), &sitev1.IpxeScriptRequest{Mac: macChain}, "http://10.9.9.9:8080/", false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -312,7 +312,34 @@ func TestRenderAtGivenBase(t *testing.T) {
 		t.Fatalf("script does not use the given base:\n%s", got.GetScript())
 	}
 	var re *RequestError
-	if _, err := f.srv.RenderAt(context.Background(), &sitev1.IpxeScriptRequest{Mac: macChain}, "http://10.9.9.9/x?y=1"); !errors.As(err, &re) || re.Field != "base_url" {
-		t.Fatalf("RenderAt with a query in the base = %v; want a base_url RequestError", err)
+	if _, err := f.srv.Preview(context.Background(), &sitev1.IpxeScriptRequest{Mac: macChain}, "http://10.9.9.9/x?y=1", false); !errors.As(err, &re) || re.Field != "base_url" {
+		t.Fatalf("Preview with a query in the base = %v; want a base_url RequestError", err)
+	}
+}
+
+// TestPreviewRedactsSecrets: an operator's preview shows neither the
+// discovery token nor a signature unless it asks to reveal them; then it is
+// exactly what the machine would get.
+func TestPreviewRedactsSecrets(t *testing.T) {
+	f := newFixture(t, nil)
+	req := &sitev1.IpxeScriptRequest{Mac: macRamdisk, Uuid: uuidRamdisk, Ip: "10.0.0.77", Buildarch: "x86_64", Platform: "efi"}
+	got, err := f.srv.Preview(context.Background(), req, testBase, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := kernelParams(t, got.GetScript())
+	if p["bc.discovery_token"] != Redacted || p["bc.assertion"] != Redacted {
+		t.Fatalf("preview kernel parameters: token %q, assertion %q; want both %q", p["bc.discovery_token"], p["bc.assertion"], Redacted)
+	}
+	if strings.Contains(got.GetScript(), testToken) {
+		t.Fatal("the redacted preview carries the token")
+	}
+	revealed, err := f.srv.Preview(context.Background(), req, testBase, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p = kernelParams(t, revealed.GetScript())
+	if p["bc.discovery_token"] != testToken || p["bc.assertion"] == Redacted || p["bc.assertion"] == "" {
+		t.Fatalf("revealed preview: token %q, assertion %q; want the token and a signed assertion", p["bc.discovery_token"], p["bc.assertion"])
 	}
 }

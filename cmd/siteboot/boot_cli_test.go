@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"os"
 	"strings"
 	"testing"
 )
@@ -36,16 +37,19 @@ func TestCLIScriptAndDiscovered(t *testing.T) {
 
 	out := mustCLI(t, sock, "script", "--mac", "52-54-00-00-00-01", "--buildarch", "x86_64", "--platform", "efi")
 	for _, want := range []string{"#!ipxe", "kernel --name kernel http://10.0.0.9/vmlinuz initrd=initrd console=ttyS0",
-		"bc.workflow_id=wf-7", "bc.discovery_token=<redacted>", "bc.assertion=", "initrd --name initrd http://10.0.0.9/initrd.img"} {
+		"bc.workflow_id=wf-7", "bc.discovery_token=REDACTED", "bc.assertion=REDACTED", "initrd --name initrd http://10.0.0.9/initrd.img"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("script lacks %q:\n%s", want, out)
 		}
 	}
 	if strings.Contains(out, "tok-very-secret") {
-		t.Fatalf("script shows the token without --reveal-token:\n%s", out)
+		t.Fatalf("script shows the token without --reveal-secrets:\n%s", out)
 	}
-	if out := mustCLI(t, sock, "script", "--mac", "52:54:00:00:00:01", "--reveal-token"); !strings.Contains(out, "bc.discovery_token=tok-very-secret") {
-		t.Fatalf("--reveal-token does not show the token:\n%s", out)
+	if os.Geteuid() == 0 {
+		out := mustCLI(t, sock, "script", "--mac", "52:54:00:00:00:01", "--reveal-secrets")
+		if !strings.Contains(out, "bc.discovery_token=tok-very-secret") || strings.Contains(out, "bc.assertion=REDACTED") {
+			t.Fatalf("--reveal-secrets as root does not show the token and a signed assertion:\n%s", out)
+		}
 	}
 	if _, _, err := cli(t, sock, "script", "--mac", "nonsense"); err == nil || !strings.Contains(errorLine(err), "(InvalidArgument)") {
 		t.Fatalf("script with a bad MAC: %v", err)

@@ -7,9 +7,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	sitebootv1 "github.com/siteboot/siteboot/gen/siteboot/v1"
@@ -155,6 +157,9 @@ func (o *clientOptions) target() (string, credentials.TransportCredentials, erro
 		if err != nil {
 			return "", nil, err
 		}
+		if err := socketAccess(path); err != nil {
+			return "", nil, err
+		}
 		return "unix://" + path, insecure.NewCredentials(), nil
 	}
 	if o.tlsCA == "" || o.tlsCert == "" || o.tlsKey == "" {
@@ -165,6 +170,21 @@ func (o *clientOptions) target() (string, credentials.TransportCredentials, erro
 		return "", nil, err
 	}
 	return server, credentials.NewTLS(conf), nil
+}
+
+// socketAccess fails at once when the socket exists but this user may not
+// connect to it: waiting would not help. A socket that does not exist yet
+// is waited for (the appliance may be starting).
+func socketAccess(path string) error {
+	c, err := net.DialTimeout("unix", path, time.Second)
+	if err == nil {
+		c.Close()
+		return nil
+	}
+	if errors.Is(err, syscall.EACCES) || errors.Is(err, syscall.EPERM) {
+		return fmt.Errorf("admin socket %s: permission denied: it admits root and members of the admin group (admin.group)", path)
+	}
+	return nil
 }
 
 func clientTLS(caFile, certFile, keyFile string) (*tls.Config, error) {

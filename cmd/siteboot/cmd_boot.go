@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"regexp"
 	"time"
 
 	sitev1 "github.com/siteboot/siteboot/gen/bettercompute/site/v1"
@@ -37,20 +36,20 @@ func newDiscoveredCmd(cl *clientOptions) *cobra.Command {
 	return c
 }
 
-// tokenParam matches the discovery token parameter of a ramdisk script.
-var tokenParam = regexp.MustCompile(`(bc\.discovery_token=)\S+`)
-
 func newScriptCmd(cl *clientOptions) *cobra.Command {
 	req := &sitev1.IpxeScriptRequest{}
 	var reveal bool
 	c := &cobra.Command{
 		Use:   "script --mac MAC [--buildarch A] [--platform P]",
 		Short: "Show the iPXE script a machine would get now",
-		Long: `Show exactly the iPXE script /ipxe would serve this machine now. For a
-ramdisk entry that means a freshly signed discovery assertion and the
-resolved discovery token; the token is shown as <redacted> unless
---reveal-token is given. An unknown machine is shown the script it would
-get, but is not recorded as discovered.`,
+		Long: `Show the iPXE script /ipxe would serve this machine now. For a ramdisk
+entry the discovery token (resolved, so a ref that fails shows here) and
+the signed assertion appear as REDACTED, and nothing is signed, unless
+--reveal-secrets is given: then the script is exactly what the machine
+would get, token and a freshly signed assertion included. Only root may
+reveal. An unknown machine is shown the script it would get, but is not
+recorded as discovered. For an entry that pins a product UUID, give
+--uuid: a request without it is treated as an unknown machine.`,
 		Example: `  siteboot script --mac 52:54:00:12:34:56 --buildarch x86_64 --platform efi`,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -59,12 +58,9 @@ get, but is not recorded as discovered.`,
 				return err
 			}
 			defer done()
-			resp, err := api.RenderScript(ctx, req)
+			resp, err := api.PreviewScript(ctx, &sitebootv1.PreviewScriptRequest{Request: req, RevealSecrets: reveal})
 			if err != nil {
 				return err
-			}
-			if !reveal {
-				resp.Script = tokenParam.ReplaceAllString(resp.GetScript(), "${1}<redacted>")
 			}
 			if cl.output == "json" {
 				return printJSON(cmd.OutOrStdout(), resp)
@@ -79,7 +75,7 @@ get, but is not recorded as discovered.`,
 	f.StringVar(&req.Buildarch, "buildarch", "", "iPXE's ${buildarch}: x86_64, i386, arm64")
 	f.StringVar(&req.Platform, "platform", "", "iPXE's ${platform}: efi, pcbios")
 	f.StringVar(&req.Ip, "ip", "", "the machine's IP (what the assertion vouches for)")
-	f.BoolVar(&reveal, "reveal-token", false, "print the discovery token instead of <redacted>")
+	f.BoolVar(&reveal, "reveal-secrets", false, "show the discovery token and a signed assertion instead of REDACTED (root only)")
 	_ = c.MarkFlagRequired("mac")
 	return c
 }

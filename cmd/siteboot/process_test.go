@@ -192,6 +192,11 @@ func TestSocketRefusesOutsiders(t *testing.T) {
 		if out, stderr, err := runCLI(t, member, sock, "status"); err != nil || !strings.Contains(out, "active=true") {
 			t.Fatalf("%s member refused: %v %s %s", name, err, out, stderr)
 		}
+		// Secrets are root's: a member may preview a script, not reveal one.
+		_, stderr, err := runCLI(t, member, sock, "script", "--mac", "52:54:00:00:00:01", "--reveal-secrets")
+		if err == nil || !strings.Contains(stderr, "only root on the admin socket may reveal") || !strings.Contains(stderr, "(PermissionDenied)") {
+			t.Fatalf("%s member revealing secrets: err %v, stderr %q; want PermissionDenied", name, err, stderr)
+		}
 	}
 }
 

@@ -798,6 +798,62 @@ func (x *ListDiscoveredResponse) GetMachines() []*v11.DiscoveredMachine {
 }
 
 // ApplySiteSpecRequest carries the whole spec.
+// PreviewScriptRequest asks for the script a machine would get.
+type PreviewScriptRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// request describes the machine as iPXE would (mac, uuid, buildarch, ...).
+	Request *v1.IpxeScriptRequest `protobuf:"bytes,1,opt,name=request,proto3" json:"request,omitempty"`
+	// reveal_secrets puts the resolved discovery token and a signed assertion
+	// into the script; root only.
+	RevealSecrets bool `protobuf:"varint,2,opt,name=reveal_secrets,json=revealSecrets,proto3" json:"reveal_secrets,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PreviewScriptRequest) Reset() {
+	*x = PreviewScriptRequest{}
+	mi := &file_siteboot_v1_siteboot_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PreviewScriptRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PreviewScriptRequest) ProtoMessage() {}
+
+func (x *PreviewScriptRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_siteboot_v1_siteboot_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PreviewScriptRequest.ProtoReflect.Descriptor instead.
+func (*PreviewScriptRequest) Descriptor() ([]byte, []int) {
+	return file_siteboot_v1_siteboot_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *PreviewScriptRequest) GetRequest() *v1.IpxeScriptRequest {
+	if x != nil {
+		return x.Request
+	}
+	return nil
+}
+
+func (x *PreviewScriptRequest) GetRevealSecrets() bool {
+	if x != nil {
+		return x.RevealSecrets
+	}
+	return false
+}
+
 type ApplySiteSpecRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Spec          *v1.SiteSpec           `protobuf:"bytes,1,opt,name=spec,proto3" json:"spec,omitempty"`
@@ -807,7 +863,7 @@ type ApplySiteSpecRequest struct {
 
 func (x *ApplySiteSpecRequest) Reset() {
 	*x = ApplySiteSpecRequest{}
-	mi := &file_siteboot_v1_siteboot_proto_msgTypes[12]
+	mi := &file_siteboot_v1_siteboot_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -819,7 +875,7 @@ func (x *ApplySiteSpecRequest) String() string {
 func (*ApplySiteSpecRequest) ProtoMessage() {}
 
 func (x *ApplySiteSpecRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_siteboot_v1_siteboot_proto_msgTypes[12]
+	mi := &file_siteboot_v1_siteboot_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -832,7 +888,7 @@ func (x *ApplySiteSpecRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApplySiteSpecRequest.ProtoReflect.Descriptor instead.
 func (*ApplySiteSpecRequest) Descriptor() ([]byte, []int) {
-	return file_siteboot_v1_siteboot_proto_rawDescGZIP(), []int{12}
+	return file_siteboot_v1_siteboot_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ApplySiteSpecRequest) GetSpec() *v1.SiteSpec {
@@ -854,7 +910,7 @@ type ApplySiteSpecResponse struct {
 
 func (x *ApplySiteSpecResponse) Reset() {
 	*x = ApplySiteSpecResponse{}
-	mi := &file_siteboot_v1_siteboot_proto_msgTypes[13]
+	mi := &file_siteboot_v1_siteboot_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -866,7 +922,7 @@ func (x *ApplySiteSpecResponse) String() string {
 func (*ApplySiteSpecResponse) ProtoMessage() {}
 
 func (x *ApplySiteSpecResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_siteboot_v1_siteboot_proto_msgTypes[13]
+	mi := &file_siteboot_v1_siteboot_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -879,7 +935,7 @@ func (x *ApplySiteSpecResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApplySiteSpecResponse.ProtoReflect.Descriptor instead.
 func (*ApplySiteSpecResponse) Descriptor() ([]byte, []int) {
-	return file_siteboot_v1_siteboot_proto_rawDescGZIP(), []int{13}
+	return file_siteboot_v1_siteboot_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ApplySiteSpecResponse) GetSpec() *v1.SiteSpec {
@@ -905,7 +961,7 @@ type GetSiteSpecRequest struct {
 
 func (x *GetSiteSpecRequest) Reset() {
 	*x = GetSiteSpecRequest{}
-	mi := &file_siteboot_v1_siteboot_proto_msgTypes[14]
+	mi := &file_siteboot_v1_siteboot_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -917,7 +973,7 @@ func (x *GetSiteSpecRequest) String() string {
 func (*GetSiteSpecRequest) ProtoMessage() {}
 
 func (x *GetSiteSpecRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_siteboot_v1_siteboot_proto_msgTypes[14]
+	mi := &file_siteboot_v1_siteboot_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -930,7 +986,7 @@ func (x *GetSiteSpecRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSiteSpecRequest.ProtoReflect.Descriptor instead.
 func (*GetSiteSpecRequest) Descriptor() ([]byte, []int) {
-	return file_siteboot_v1_siteboot_proto_rawDescGZIP(), []int{14}
+	return file_siteboot_v1_siteboot_proto_rawDescGZIP(), []int{15}
 }
 
 // GetSiteSpecResponse is the spec last applied (empty before the first).
@@ -943,7 +999,7 @@ type GetSiteSpecResponse struct {
 
 func (x *GetSiteSpecResponse) Reset() {
 	*x = GetSiteSpecResponse{}
-	mi := &file_siteboot_v1_siteboot_proto_msgTypes[15]
+	mi := &file_siteboot_v1_siteboot_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -955,7 +1011,7 @@ func (x *GetSiteSpecResponse) String() string {
 func (*GetSiteSpecResponse) ProtoMessage() {}
 
 func (x *GetSiteSpecResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_siteboot_v1_siteboot_proto_msgTypes[15]
+	mi := &file_siteboot_v1_siteboot_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -968,7 +1024,7 @@ func (x *GetSiteSpecResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSiteSpecResponse.ProtoReflect.Descriptor instead.
 func (*GetSiteSpecResponse) Descriptor() ([]byte, []int) {
-	return file_siteboot_v1_siteboot_proto_rawDescGZIP(), []int{15}
+	return file_siteboot_v1_siteboot_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *GetSiteSpecResponse) GetSpec() *v1.SiteSpec {
@@ -995,7 +1051,7 @@ type AddImageRequest struct {
 
 func (x *AddImageRequest) Reset() {
 	*x = AddImageRequest{}
-	mi := &file_siteboot_v1_siteboot_proto_msgTypes[16]
+	mi := &file_siteboot_v1_siteboot_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1007,7 +1063,7 @@ func (x *AddImageRequest) String() string {
 func (*AddImageRequest) ProtoMessage() {}
 
 func (x *AddImageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_siteboot_v1_siteboot_proto_msgTypes[16]
+	mi := &file_siteboot_v1_siteboot_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1020,7 +1076,7 @@ func (x *AddImageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddImageRequest.ProtoReflect.Descriptor instead.
 func (*AddImageRequest) Descriptor() ([]byte, []int) {
-	return file_siteboot_v1_siteboot_proto_rawDescGZIP(), []int{16}
+	return file_siteboot_v1_siteboot_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *AddImageRequest) GetImage() *v1.CacheImage {
@@ -1054,7 +1110,7 @@ type AddImageResponse struct {
 
 func (x *AddImageResponse) Reset() {
 	*x = AddImageResponse{}
-	mi := &file_siteboot_v1_siteboot_proto_msgTypes[17]
+	mi := &file_siteboot_v1_siteboot_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1066,7 +1122,7 @@ func (x *AddImageResponse) String() string {
 func (*AddImageResponse) ProtoMessage() {}
 
 func (x *AddImageResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_siteboot_v1_siteboot_proto_msgTypes[17]
+	mi := &file_siteboot_v1_siteboot_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1079,7 +1135,7 @@ func (x *AddImageResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddImageResponse.ProtoReflect.Descriptor instead.
 func (*AddImageResponse) Descriptor() ([]byte, []int) {
-	return file_siteboot_v1_siteboot_proto_rawDescGZIP(), []int{17}
+	return file_siteboot_v1_siteboot_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *AddImageResponse) GetImage() *Image {
@@ -1098,7 +1154,7 @@ type ListImagesRequest struct {
 
 func (x *ListImagesRequest) Reset() {
 	*x = ListImagesRequest{}
-	mi := &file_siteboot_v1_siteboot_proto_msgTypes[18]
+	mi := &file_siteboot_v1_siteboot_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1110,7 +1166,7 @@ func (x *ListImagesRequest) String() string {
 func (*ListImagesRequest) ProtoMessage() {}
 
 func (x *ListImagesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_siteboot_v1_siteboot_proto_msgTypes[18]
+	mi := &file_siteboot_v1_siteboot_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1123,7 +1179,7 @@ func (x *ListImagesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListImagesRequest.ProtoReflect.Descriptor instead.
 func (*ListImagesRequest) Descriptor() ([]byte, []int) {
-	return file_siteboot_v1_siteboot_proto_rawDescGZIP(), []int{18}
+	return file_siteboot_v1_siteboot_proto_rawDescGZIP(), []int{19}
 }
 
 // ListImagesResponse lists the cache.
@@ -1139,7 +1195,7 @@ type ListImagesResponse struct {
 
 func (x *ListImagesResponse) Reset() {
 	*x = ListImagesResponse{}
-	mi := &file_siteboot_v1_siteboot_proto_msgTypes[19]
+	mi := &file_siteboot_v1_siteboot_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1151,7 +1207,7 @@ func (x *ListImagesResponse) String() string {
 func (*ListImagesResponse) ProtoMessage() {}
 
 func (x *ListImagesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_siteboot_v1_siteboot_proto_msgTypes[19]
+	mi := &file_siteboot_v1_siteboot_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1164,7 +1220,7 @@ func (x *ListImagesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListImagesResponse.ProtoReflect.Descriptor instead.
 func (*ListImagesResponse) Descriptor() ([]byte, []int) {
-	return file_siteboot_v1_siteboot_proto_rawDescGZIP(), []int{19}
+	return file_siteboot_v1_siteboot_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ListImagesResponse) GetImages() []*Image {
@@ -1222,7 +1278,7 @@ type Image struct {
 
 func (x *Image) Reset() {
 	*x = Image{}
-	mi := &file_siteboot_v1_siteboot_proto_msgTypes[20]
+	mi := &file_siteboot_v1_siteboot_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1234,7 +1290,7 @@ func (x *Image) String() string {
 func (*Image) ProtoMessage() {}
 
 func (x *Image) ProtoReflect() protoreflect.Message {
-	mi := &file_siteboot_v1_siteboot_proto_msgTypes[20]
+	mi := &file_siteboot_v1_siteboot_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1247,7 +1303,7 @@ func (x *Image) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Image.ProtoReflect.Descriptor instead.
 func (*Image) Descriptor() ([]byte, []int) {
-	return file_siteboot_v1_siteboot_proto_rawDescGZIP(), []int{20}
+	return file_siteboot_v1_siteboot_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *Image) GetSha256() []byte {
@@ -1358,7 +1414,7 @@ type RemoveImageRequest struct {
 
 func (x *RemoveImageRequest) Reset() {
 	*x = RemoveImageRequest{}
-	mi := &file_siteboot_v1_siteboot_proto_msgTypes[21]
+	mi := &file_siteboot_v1_siteboot_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1370,7 +1426,7 @@ func (x *RemoveImageRequest) String() string {
 func (*RemoveImageRequest) ProtoMessage() {}
 
 func (x *RemoveImageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_siteboot_v1_siteboot_proto_msgTypes[21]
+	mi := &file_siteboot_v1_siteboot_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1383,7 +1439,7 @@ func (x *RemoveImageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveImageRequest.ProtoReflect.Descriptor instead.
 func (*RemoveImageRequest) Descriptor() ([]byte, []int) {
-	return file_siteboot_v1_siteboot_proto_rawDescGZIP(), []int{21}
+	return file_siteboot_v1_siteboot_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *RemoveImageRequest) GetSha256() []byte {
@@ -1403,7 +1459,7 @@ type RemoveImageResponse struct {
 
 func (x *RemoveImageResponse) Reset() {
 	*x = RemoveImageResponse{}
-	mi := &file_siteboot_v1_siteboot_proto_msgTypes[22]
+	mi := &file_siteboot_v1_siteboot_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1415,7 +1471,7 @@ func (x *RemoveImageResponse) String() string {
 func (*RemoveImageResponse) ProtoMessage() {}
 
 func (x *RemoveImageResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_siteboot_v1_siteboot_proto_msgTypes[22]
+	mi := &file_siteboot_v1_siteboot_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1428,7 +1484,7 @@ func (x *RemoveImageResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveImageResponse.ProtoReflect.Descriptor instead.
 func (*RemoveImageResponse) Descriptor() ([]byte, []int) {
-	return file_siteboot_v1_siteboot_proto_rawDescGZIP(), []int{22}
+	return file_siteboot_v1_siteboot_proto_rawDescGZIP(), []int{23}
 }
 
 // PullImagesRequest says which images to pull.
@@ -1445,7 +1501,7 @@ type PullImagesRequest struct {
 
 func (x *PullImagesRequest) Reset() {
 	*x = PullImagesRequest{}
-	mi := &file_siteboot_v1_siteboot_proto_msgTypes[23]
+	mi := &file_siteboot_v1_siteboot_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1457,7 +1513,7 @@ func (x *PullImagesRequest) String() string {
 func (*PullImagesRequest) ProtoMessage() {}
 
 func (x *PullImagesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_siteboot_v1_siteboot_proto_msgTypes[23]
+	mi := &file_siteboot_v1_siteboot_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1470,7 +1526,7 @@ func (x *PullImagesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PullImagesRequest.ProtoReflect.Descriptor instead.
 func (*PullImagesRequest) Descriptor() ([]byte, []int) {
-	return file_siteboot_v1_siteboot_proto_rawDescGZIP(), []int{23}
+	return file_siteboot_v1_siteboot_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *PullImagesRequest) GetSha256() [][]byte {
@@ -1497,7 +1553,7 @@ type PullImagesResponse struct {
 
 func (x *PullImagesResponse) Reset() {
 	*x = PullImagesResponse{}
-	mi := &file_siteboot_v1_siteboot_proto_msgTypes[24]
+	mi := &file_siteboot_v1_siteboot_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1509,7 +1565,7 @@ func (x *PullImagesResponse) String() string {
 func (*PullImagesResponse) ProtoMessage() {}
 
 func (x *PullImagesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_siteboot_v1_siteboot_proto_msgTypes[24]
+	mi := &file_siteboot_v1_siteboot_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1522,7 +1578,7 @@ func (x *PullImagesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PullImagesResponse.ProtoReflect.Descriptor instead.
 func (*PullImagesResponse) Descriptor() ([]byte, []int) {
-	return file_siteboot_v1_siteboot_proto_rawDescGZIP(), []int{24}
+	return file_siteboot_v1_siteboot_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *PullImagesResponse) GetImages() []*Image {
@@ -1593,7 +1649,10 @@ const file_siteboot_v1_siteboot_proto_rawDesc = "" +
 	"\aaddress\x18\x02 \x01(\tR\aaddress\"\x17\n" +
 	"\x15ListDiscoveredRequest\"_\n" +
 	"\x16ListDiscoveredResponse\x12E\n" +
-	"\bmachines\x18\x01 \x03(\v2).bettercompute.agent.v1.DiscoveredMachineR\bmachines\"K\n" +
+	"\bmachines\x18\x01 \x03(\v2).bettercompute.agent.v1.DiscoveredMachineR\bmachines\"\x81\x01\n" +
+	"\x14PreviewScriptRequest\x12B\n" +
+	"\arequest\x18\x01 \x01(\v2(.bettercompute.site.v1.IpxeScriptRequestR\arequest\x12%\n" +
+	"\x0ereveal_secrets\x18\x02 \x01(\bR\rrevealSecrets\"K\n" +
 	"\x14ApplySiteSpecRequest\x123\n" +
 	"\x04spec\x18\x01 \x01(\v2\x1f.bettercompute.site.v1.SiteSpecR\x04spec\"h\n" +
 	"\x15ApplySiteSpecResponse\x123\n" +
@@ -1639,14 +1698,15 @@ const file_siteboot_v1_siteboot_proto_rawDesc = "" +
 	"\x06sha256\x18\x01 \x03(\fR\x06sha256\x12\x12\n" +
 	"\x04wait\x18\x02 \x01(\bR\x04wait\"@\n" +
 	"\x12PullImagesResponse\x12*\n" +
-	"\x06images\x18\x01 \x03(\v2\x12.siteboot.v1.ImageR\x06images2\xf4\a\n" +
+	"\x06images\x18\x01 \x03(\v2\x12.siteboot.v1.ImageR\x06images2\xcb\b\n" +
 	"\bSiteBoot\x12Y\n" +
 	"\x0ePrepareRamdisk\x12\".siteboot.v1.PrepareRamdiskRequest\x1a#.siteboot.v1.PrepareRamdiskResponse\x12R\n" +
 	"\aCleanUp\x12).bettercompute.site.v1.BootCleanUpRequest\x1a\x1c.siteboot.v1.CleanUpResponse\x12P\n" +
 	"\vListEntries\x12\x1f.siteboot.v1.ListEntriesRequest\x1a .siteboot.v1.ListEntriesResponse\x12J\n" +
 	"\tGetStatus\x12\x1d.siteboot.v1.GetStatusRequest\x1a\x1e.siteboot.v1.GetStatusResponse\x12Y\n" +
 	"\x0eListDiscovered\x12\".siteboot.v1.ListDiscoveredRequest\x1a#.siteboot.v1.ListDiscoveredResponse\x12[\n" +
-	"\fRenderScript\x12(.bettercompute.site.v1.IpxeScriptRequest\x1a!.bettercompute.site.v1.IpxeScript\x12V\n" +
+	"\fRenderScript\x12(.bettercompute.site.v1.IpxeScriptRequest\x1a!.bettercompute.site.v1.IpxeScript\x12U\n" +
+	"\rPreviewScript\x12!.siteboot.v1.PreviewScriptRequest\x1a!.bettercompute.site.v1.IpxeScript\x12V\n" +
 	"\rApplySiteSpec\x12!.siteboot.v1.ApplySiteSpecRequest\x1a\".siteboot.v1.ApplySiteSpecResponse\x12P\n" +
 	"\vGetSiteSpec\x12\x1f.siteboot.v1.GetSiteSpecRequest\x1a .siteboot.v1.GetSiteSpecResponse\x12G\n" +
 	"\bAddImage\x12\x1c.siteboot.v1.AddImageRequest\x1a\x1d.siteboot.v1.AddImageResponse\x12M\n" +
@@ -1669,7 +1729,7 @@ func file_siteboot_v1_siteboot_proto_rawDescGZIP() []byte {
 	return file_siteboot_v1_siteboot_proto_rawDescData
 }
 
-var file_siteboot_v1_siteboot_proto_msgTypes = make([]protoimpl.MessageInfo, 25)
+var file_siteboot_v1_siteboot_proto_msgTypes = make([]protoimpl.MessageInfo, 26)
 var file_siteboot_v1_siteboot_proto_goTypes = []any{
 	(*PrepareRamdiskRequest)(nil),  // 0: siteboot.v1.PrepareRamdiskRequest
 	(*PrepareRamdiskResponse)(nil), // 1: siteboot.v1.PrepareRamdiskResponse
@@ -1683,81 +1743,85 @@ var file_siteboot_v1_siteboot_proto_goTypes = []any{
 	(*Listener)(nil),               // 9: siteboot.v1.Listener
 	(*ListDiscoveredRequest)(nil),  // 10: siteboot.v1.ListDiscoveredRequest
 	(*ListDiscoveredResponse)(nil), // 11: siteboot.v1.ListDiscoveredResponse
-	(*ApplySiteSpecRequest)(nil),   // 12: siteboot.v1.ApplySiteSpecRequest
-	(*ApplySiteSpecResponse)(nil),  // 13: siteboot.v1.ApplySiteSpecResponse
-	(*GetSiteSpecRequest)(nil),     // 14: siteboot.v1.GetSiteSpecRequest
-	(*GetSiteSpecResponse)(nil),    // 15: siteboot.v1.GetSiteSpecResponse
-	(*AddImageRequest)(nil),        // 16: siteboot.v1.AddImageRequest
-	(*AddImageResponse)(nil),       // 17: siteboot.v1.AddImageResponse
-	(*ListImagesRequest)(nil),      // 18: siteboot.v1.ListImagesRequest
-	(*ListImagesResponse)(nil),     // 19: siteboot.v1.ListImagesResponse
-	(*Image)(nil),                  // 20: siteboot.v1.Image
-	(*RemoveImageRequest)(nil),     // 21: siteboot.v1.RemoveImageRequest
-	(*RemoveImageResponse)(nil),    // 22: siteboot.v1.RemoveImageResponse
-	(*PullImagesRequest)(nil),      // 23: siteboot.v1.PullImagesRequest
-	(*PullImagesResponse)(nil),     // 24: siteboot.v1.PullImagesResponse
-	(*v1.ProxyDhcpEntry)(nil),      // 25: bettercompute.site.v1.ProxyDhcpEntry
-	(*timestamppb.Timestamp)(nil),  // 26: google.protobuf.Timestamp
-	(*v1.BootLeaseState)(nil),      // 27: bettercompute.site.v1.BootLeaseState
-	(*v11.ImagesSection)(nil),      // 28: bettercompute.agent.v1.ImagesSection
-	(*v11.DiscoveredMachine)(nil),  // 29: bettercompute.agent.v1.DiscoveredMachine
-	(*v1.SiteSpec)(nil),            // 30: bettercompute.site.v1.SiteSpec
-	(*v1.CacheImage)(nil),          // 31: bettercompute.site.v1.CacheImage
-	(v11.CachedImageState)(0),      // 32: bettercompute.agent.v1.CachedImageState
-	(*v1.BootCleanUpRequest)(nil),  // 33: bettercompute.site.v1.BootCleanUpRequest
-	(*v1.IpxeScriptRequest)(nil),   // 34: bettercompute.site.v1.IpxeScriptRequest
-	(*v1.IpxeScript)(nil),          // 35: bettercompute.site.v1.IpxeScript
+	(*PreviewScriptRequest)(nil),   // 12: siteboot.v1.PreviewScriptRequest
+	(*ApplySiteSpecRequest)(nil),   // 13: siteboot.v1.ApplySiteSpecRequest
+	(*ApplySiteSpecResponse)(nil),  // 14: siteboot.v1.ApplySiteSpecResponse
+	(*GetSiteSpecRequest)(nil),     // 15: siteboot.v1.GetSiteSpecRequest
+	(*GetSiteSpecResponse)(nil),    // 16: siteboot.v1.GetSiteSpecResponse
+	(*AddImageRequest)(nil),        // 17: siteboot.v1.AddImageRequest
+	(*AddImageResponse)(nil),       // 18: siteboot.v1.AddImageResponse
+	(*ListImagesRequest)(nil),      // 19: siteboot.v1.ListImagesRequest
+	(*ListImagesResponse)(nil),     // 20: siteboot.v1.ListImagesResponse
+	(*Image)(nil),                  // 21: siteboot.v1.Image
+	(*RemoveImageRequest)(nil),     // 22: siteboot.v1.RemoveImageRequest
+	(*RemoveImageResponse)(nil),    // 23: siteboot.v1.RemoveImageResponse
+	(*PullImagesRequest)(nil),      // 24: siteboot.v1.PullImagesRequest
+	(*PullImagesResponse)(nil),     // 25: siteboot.v1.PullImagesResponse
+	(*v1.ProxyDhcpEntry)(nil),      // 26: bettercompute.site.v1.ProxyDhcpEntry
+	(*timestamppb.Timestamp)(nil),  // 27: google.protobuf.Timestamp
+	(*v1.BootLeaseState)(nil),      // 28: bettercompute.site.v1.BootLeaseState
+	(*v11.ImagesSection)(nil),      // 29: bettercompute.agent.v1.ImagesSection
+	(*v11.DiscoveredMachine)(nil),  // 30: bettercompute.agent.v1.DiscoveredMachine
+	(*v1.IpxeScriptRequest)(nil),   // 31: bettercompute.site.v1.IpxeScriptRequest
+	(*v1.SiteSpec)(nil),            // 32: bettercompute.site.v1.SiteSpec
+	(*v1.CacheImage)(nil),          // 33: bettercompute.site.v1.CacheImage
+	(v11.CachedImageState)(0),      // 34: bettercompute.agent.v1.CachedImageState
+	(*v1.BootCleanUpRequest)(nil),  // 35: bettercompute.site.v1.BootCleanUpRequest
+	(*v1.IpxeScript)(nil),          // 36: bettercompute.site.v1.IpxeScript
 }
 var file_siteboot_v1_siteboot_proto_depIdxs = []int32{
-	25, // 0: siteboot.v1.PrepareRamdiskRequest.entries:type_name -> bettercompute.site.v1.ProxyDhcpEntry
+	26, // 0: siteboot.v1.PrepareRamdiskRequest.entries:type_name -> bettercompute.site.v1.ProxyDhcpEntry
 	2,  // 1: siteboot.v1.PrepareRamdiskResponse.entries:type_name -> siteboot.v1.Entry
-	25, // 2: siteboot.v1.Entry.entry:type_name -> bettercompute.site.v1.ProxyDhcpEntry
-	26, // 3: siteboot.v1.Entry.created_at:type_name -> google.protobuf.Timestamp
+	26, // 2: siteboot.v1.Entry.entry:type_name -> bettercompute.site.v1.ProxyDhcpEntry
+	27, // 3: siteboot.v1.Entry.created_at:type_name -> google.protobuf.Timestamp
 	2,  // 4: siteboot.v1.ListEntriesResponse.entries:type_name -> siteboot.v1.Entry
-	27, // 5: siteboot.v1.GetStatusResponse.lease:type_name -> bettercompute.site.v1.BootLeaseState
-	26, // 6: siteboot.v1.GetStatusResponse.started_at:type_name -> google.protobuf.Timestamp
+	28, // 5: siteboot.v1.GetStatusResponse.lease:type_name -> bettercompute.site.v1.BootLeaseState
+	27, // 6: siteboot.v1.GetStatusResponse.started_at:type_name -> google.protobuf.Timestamp
 	8,  // 7: siteboot.v1.GetStatusResponse.boot_files:type_name -> siteboot.v1.BootFile
 	9,  // 8: siteboot.v1.GetStatusResponse.listeners:type_name -> siteboot.v1.Listener
-	28, // 9: siteboot.v1.GetStatusResponse.images:type_name -> bettercompute.agent.v1.ImagesSection
-	29, // 10: siteboot.v1.ListDiscoveredResponse.machines:type_name -> bettercompute.agent.v1.DiscoveredMachine
-	30, // 11: siteboot.v1.ApplySiteSpecRequest.spec:type_name -> bettercompute.site.v1.SiteSpec
-	30, // 12: siteboot.v1.ApplySiteSpecResponse.spec:type_name -> bettercompute.site.v1.SiteSpec
-	30, // 13: siteboot.v1.GetSiteSpecResponse.spec:type_name -> bettercompute.site.v1.SiteSpec
-	31, // 14: siteboot.v1.AddImageRequest.image:type_name -> bettercompute.site.v1.CacheImage
-	20, // 15: siteboot.v1.AddImageResponse.image:type_name -> siteboot.v1.Image
-	20, // 16: siteboot.v1.ListImagesResponse.images:type_name -> siteboot.v1.Image
-	32, // 17: siteboot.v1.Image.contract_state:type_name -> bettercompute.agent.v1.CachedImageState
-	26, // 18: siteboot.v1.Image.last_used:type_name -> google.protobuf.Timestamp
-	20, // 19: siteboot.v1.PullImagesResponse.images:type_name -> siteboot.v1.Image
-	0,  // 20: siteboot.v1.SiteBoot.PrepareRamdisk:input_type -> siteboot.v1.PrepareRamdiskRequest
-	33, // 21: siteboot.v1.SiteBoot.CleanUp:input_type -> bettercompute.site.v1.BootCleanUpRequest
-	4,  // 22: siteboot.v1.SiteBoot.ListEntries:input_type -> siteboot.v1.ListEntriesRequest
-	6,  // 23: siteboot.v1.SiteBoot.GetStatus:input_type -> siteboot.v1.GetStatusRequest
-	10, // 24: siteboot.v1.SiteBoot.ListDiscovered:input_type -> siteboot.v1.ListDiscoveredRequest
-	34, // 25: siteboot.v1.SiteBoot.RenderScript:input_type -> bettercompute.site.v1.IpxeScriptRequest
-	12, // 26: siteboot.v1.SiteBoot.ApplySiteSpec:input_type -> siteboot.v1.ApplySiteSpecRequest
-	14, // 27: siteboot.v1.SiteBoot.GetSiteSpec:input_type -> siteboot.v1.GetSiteSpecRequest
-	16, // 28: siteboot.v1.SiteBoot.AddImage:input_type -> siteboot.v1.AddImageRequest
-	18, // 29: siteboot.v1.SiteBoot.ListImages:input_type -> siteboot.v1.ListImagesRequest
-	21, // 30: siteboot.v1.SiteBoot.RemoveImage:input_type -> siteboot.v1.RemoveImageRequest
-	23, // 31: siteboot.v1.SiteBoot.PullImages:input_type -> siteboot.v1.PullImagesRequest
-	1,  // 32: siteboot.v1.SiteBoot.PrepareRamdisk:output_type -> siteboot.v1.PrepareRamdiskResponse
-	3,  // 33: siteboot.v1.SiteBoot.CleanUp:output_type -> siteboot.v1.CleanUpResponse
-	5,  // 34: siteboot.v1.SiteBoot.ListEntries:output_type -> siteboot.v1.ListEntriesResponse
-	7,  // 35: siteboot.v1.SiteBoot.GetStatus:output_type -> siteboot.v1.GetStatusResponse
-	11, // 36: siteboot.v1.SiteBoot.ListDiscovered:output_type -> siteboot.v1.ListDiscoveredResponse
-	35, // 37: siteboot.v1.SiteBoot.RenderScript:output_type -> bettercompute.site.v1.IpxeScript
-	13, // 38: siteboot.v1.SiteBoot.ApplySiteSpec:output_type -> siteboot.v1.ApplySiteSpecResponse
-	15, // 39: siteboot.v1.SiteBoot.GetSiteSpec:output_type -> siteboot.v1.GetSiteSpecResponse
-	17, // 40: siteboot.v1.SiteBoot.AddImage:output_type -> siteboot.v1.AddImageResponse
-	19, // 41: siteboot.v1.SiteBoot.ListImages:output_type -> siteboot.v1.ListImagesResponse
-	22, // 42: siteboot.v1.SiteBoot.RemoveImage:output_type -> siteboot.v1.RemoveImageResponse
-	24, // 43: siteboot.v1.SiteBoot.PullImages:output_type -> siteboot.v1.PullImagesResponse
-	32, // [32:44] is the sub-list for method output_type
-	20, // [20:32] is the sub-list for method input_type
-	20, // [20:20] is the sub-list for extension type_name
-	20, // [20:20] is the sub-list for extension extendee
-	0,  // [0:20] is the sub-list for field type_name
+	29, // 9: siteboot.v1.GetStatusResponse.images:type_name -> bettercompute.agent.v1.ImagesSection
+	30, // 10: siteboot.v1.ListDiscoveredResponse.machines:type_name -> bettercompute.agent.v1.DiscoveredMachine
+	31, // 11: siteboot.v1.PreviewScriptRequest.request:type_name -> bettercompute.site.v1.IpxeScriptRequest
+	32, // 12: siteboot.v1.ApplySiteSpecRequest.spec:type_name -> bettercompute.site.v1.SiteSpec
+	32, // 13: siteboot.v1.ApplySiteSpecResponse.spec:type_name -> bettercompute.site.v1.SiteSpec
+	32, // 14: siteboot.v1.GetSiteSpecResponse.spec:type_name -> bettercompute.site.v1.SiteSpec
+	33, // 15: siteboot.v1.AddImageRequest.image:type_name -> bettercompute.site.v1.CacheImage
+	21, // 16: siteboot.v1.AddImageResponse.image:type_name -> siteboot.v1.Image
+	21, // 17: siteboot.v1.ListImagesResponse.images:type_name -> siteboot.v1.Image
+	34, // 18: siteboot.v1.Image.contract_state:type_name -> bettercompute.agent.v1.CachedImageState
+	27, // 19: siteboot.v1.Image.last_used:type_name -> google.protobuf.Timestamp
+	21, // 20: siteboot.v1.PullImagesResponse.images:type_name -> siteboot.v1.Image
+	0,  // 21: siteboot.v1.SiteBoot.PrepareRamdisk:input_type -> siteboot.v1.PrepareRamdiskRequest
+	35, // 22: siteboot.v1.SiteBoot.CleanUp:input_type -> bettercompute.site.v1.BootCleanUpRequest
+	4,  // 23: siteboot.v1.SiteBoot.ListEntries:input_type -> siteboot.v1.ListEntriesRequest
+	6,  // 24: siteboot.v1.SiteBoot.GetStatus:input_type -> siteboot.v1.GetStatusRequest
+	10, // 25: siteboot.v1.SiteBoot.ListDiscovered:input_type -> siteboot.v1.ListDiscoveredRequest
+	31, // 26: siteboot.v1.SiteBoot.RenderScript:input_type -> bettercompute.site.v1.IpxeScriptRequest
+	12, // 27: siteboot.v1.SiteBoot.PreviewScript:input_type -> siteboot.v1.PreviewScriptRequest
+	13, // 28: siteboot.v1.SiteBoot.ApplySiteSpec:input_type -> siteboot.v1.ApplySiteSpecRequest
+	15, // 29: siteboot.v1.SiteBoot.GetSiteSpec:input_type -> siteboot.v1.GetSiteSpecRequest
+	17, // 30: siteboot.v1.SiteBoot.AddImage:input_type -> siteboot.v1.AddImageRequest
+	19, // 31: siteboot.v1.SiteBoot.ListImages:input_type -> siteboot.v1.ListImagesRequest
+	22, // 32: siteboot.v1.SiteBoot.RemoveImage:input_type -> siteboot.v1.RemoveImageRequest
+	24, // 33: siteboot.v1.SiteBoot.PullImages:input_type -> siteboot.v1.PullImagesRequest
+	1,  // 34: siteboot.v1.SiteBoot.PrepareRamdisk:output_type -> siteboot.v1.PrepareRamdiskResponse
+	3,  // 35: siteboot.v1.SiteBoot.CleanUp:output_type -> siteboot.v1.CleanUpResponse
+	5,  // 36: siteboot.v1.SiteBoot.ListEntries:output_type -> siteboot.v1.ListEntriesResponse
+	7,  // 37: siteboot.v1.SiteBoot.GetStatus:output_type -> siteboot.v1.GetStatusResponse
+	11, // 38: siteboot.v1.SiteBoot.ListDiscovered:output_type -> siteboot.v1.ListDiscoveredResponse
+	36, // 39: siteboot.v1.SiteBoot.RenderScript:output_type -> bettercompute.site.v1.IpxeScript
+	36, // 40: siteboot.v1.SiteBoot.PreviewScript:output_type -> bettercompute.site.v1.IpxeScript
+	14, // 41: siteboot.v1.SiteBoot.ApplySiteSpec:output_type -> siteboot.v1.ApplySiteSpecResponse
+	16, // 42: siteboot.v1.SiteBoot.GetSiteSpec:output_type -> siteboot.v1.GetSiteSpecResponse
+	18, // 43: siteboot.v1.SiteBoot.AddImage:output_type -> siteboot.v1.AddImageResponse
+	20, // 44: siteboot.v1.SiteBoot.ListImages:output_type -> siteboot.v1.ListImagesResponse
+	23, // 45: siteboot.v1.SiteBoot.RemoveImage:output_type -> siteboot.v1.RemoveImageResponse
+	25, // 46: siteboot.v1.SiteBoot.PullImages:output_type -> siteboot.v1.PullImagesResponse
+	34, // [34:47] is the sub-list for method output_type
+	21, // [21:34] is the sub-list for method input_type
+	21, // [21:21] is the sub-list for extension type_name
+	21, // [21:21] is the sub-list for extension extendee
+	0,  // [0:21] is the sub-list for field type_name
 }
 
 func init() { file_siteboot_v1_siteboot_proto_init() }
@@ -1771,7 +1835,7 @@ func file_siteboot_v1_siteboot_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_siteboot_v1_siteboot_proto_rawDesc), len(file_siteboot_v1_siteboot_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   25,
+			NumMessages:   26,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -29,6 +29,7 @@ const (
 	SiteBoot_GetStatus_FullMethodName      = "/siteboot.v1.SiteBoot/GetStatus"
 	SiteBoot_ListDiscovered_FullMethodName = "/siteboot.v1.SiteBoot/ListDiscovered"
 	SiteBoot_RenderScript_FullMethodName   = "/siteboot.v1.SiteBoot/RenderScript"
+	SiteBoot_PreviewScript_FullMethodName  = "/siteboot.v1.SiteBoot/PreviewScript"
 	SiteBoot_ApplySiteSpec_FullMethodName  = "/siteboot.v1.SiteBoot/ApplySiteSpec"
 	SiteBoot_GetSiteSpec_FullMethodName    = "/siteboot.v1.SiteBoot/GetSiteSpec"
 	SiteBoot_AddImage_FullMethodName       = "/siteboot.v1.SiteBoot/AddImage"
@@ -59,10 +60,16 @@ type SiteBootClient interface {
 	// without a live entry (never answered).
 	ListDiscovered(ctx context.Context, in *ListDiscoveredRequest, opts ...grpc.CallOption) (*ListDiscoveredResponse, error)
 	// RenderScript renders the iPXE script a machine would get from /ipxe
-	// right now, exactly: for a ramdisk entry it resolves the discovery token
-	// and signs a fresh assertion (the contract puts both into the script).
-	// Unlike /ipxe it records nothing for an unknown machine.
+	// right now, except that the discovery token and the signed assertion are
+	// replaced by "REDACTED" (no assertion is signed). Unlike /ipxe it records
+	// nothing for an unknown machine. It is PreviewScript without
+	// reveal_secrets.
 	RenderScript(ctx context.Context, in *v1.IpxeScriptRequest, opts ...grpc.CallOption) (*v1.IpxeScript, error)
+	// PreviewScript is RenderScript with the choice to reveal the secrets: with
+	// reveal_secrets the script is exactly what /ipxe would serve, the
+	// resolved token and a freshly signed assertion included. Only root on
+	// the admin socket may reveal; anyone else gets PERMISSION_DENIED.
+	PreviewScript(ctx context.Context, in *PreviewScriptRequest, opts ...grpc.CallOption) (*v1.IpxeScript, error)
 	// ApplySiteSpec replaces the site spec as a whole: images it no longer
 	// lists (and nobody added by hand) are released to eviction.
 	ApplySiteSpec(ctx context.Context, in *ApplySiteSpecRequest, opts ...grpc.CallOption) (*ApplySiteSpecResponse, error)
@@ -144,6 +151,16 @@ func (c *siteBootClient) RenderScript(ctx context.Context, in *v1.IpxeScriptRequ
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(v1.IpxeScript)
 	err := c.cc.Invoke(ctx, SiteBoot_RenderScript_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *siteBootClient) PreviewScript(ctx context.Context, in *PreviewScriptRequest, opts ...grpc.CallOption) (*v1.IpxeScript, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(v1.IpxeScript)
+	err := c.cc.Invoke(ctx, SiteBoot_PreviewScript_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -241,10 +258,16 @@ type SiteBootServer interface {
 	// without a live entry (never answered).
 	ListDiscovered(context.Context, *ListDiscoveredRequest) (*ListDiscoveredResponse, error)
 	// RenderScript renders the iPXE script a machine would get from /ipxe
-	// right now, exactly: for a ramdisk entry it resolves the discovery token
-	// and signs a fresh assertion (the contract puts both into the script).
-	// Unlike /ipxe it records nothing for an unknown machine.
+	// right now, except that the discovery token and the signed assertion are
+	// replaced by "REDACTED" (no assertion is signed). Unlike /ipxe it records
+	// nothing for an unknown machine. It is PreviewScript without
+	// reveal_secrets.
 	RenderScript(context.Context, *v1.IpxeScriptRequest) (*v1.IpxeScript, error)
+	// PreviewScript is RenderScript with the choice to reveal the secrets: with
+	// reveal_secrets the script is exactly what /ipxe would serve, the
+	// resolved token and a freshly signed assertion included. Only root on
+	// the admin socket may reveal; anyone else gets PERMISSION_DENIED.
+	PreviewScript(context.Context, *PreviewScriptRequest) (*v1.IpxeScript, error)
 	// ApplySiteSpec replaces the site spec as a whole: images it no longer
 	// lists (and nobody added by hand) are released to eviction.
 	ApplySiteSpec(context.Context, *ApplySiteSpecRequest) (*ApplySiteSpecResponse, error)
@@ -289,6 +312,9 @@ func (UnimplementedSiteBootServer) ListDiscovered(context.Context, *ListDiscover
 }
 func (UnimplementedSiteBootServer) RenderScript(context.Context, *v1.IpxeScriptRequest) (*v1.IpxeScript, error) {
 	return nil, status.Error(codes.Unimplemented, "method RenderScript not implemented")
+}
+func (UnimplementedSiteBootServer) PreviewScript(context.Context, *PreviewScriptRequest) (*v1.IpxeScript, error) {
+	return nil, status.Error(codes.Unimplemented, "method PreviewScript not implemented")
 }
 func (UnimplementedSiteBootServer) ApplySiteSpec(context.Context, *ApplySiteSpecRequest) (*ApplySiteSpecResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ApplySiteSpec not implemented")
@@ -437,6 +463,24 @@ func _SiteBoot_RenderScript_Handler(srv interface{}, ctx context.Context, dec fu
 	return interceptor(ctx, in, info, handler)
 }
 
+func _SiteBoot_PreviewScript_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(PreviewScriptRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SiteBootServer).PreviewScript(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: SiteBoot_PreviewScript_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SiteBootServer).PreviewScript(ctx, req.(*PreviewScriptRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _SiteBoot_ApplySiteSpec_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(ApplySiteSpecRequest)
 	if err := dec(in); err != nil {
@@ -568,6 +612,10 @@ var SiteBoot_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "RenderScript",
 			Handler:    _SiteBoot_RenderScript_Handler,
+		},
+		{
+			MethodName: "PreviewScript",
+			Handler:    _SiteBoot_PreviewScript_Handler,
 		},
 		{
 			MethodName: "ApplySiteSpec",
