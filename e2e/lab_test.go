@@ -12,8 +12,8 @@ import (
 	"github.com/siteboot/siteboot/internal/netlab"
 )
 
-// vmTimeout bounds each VM's boot (LAB.md measured 16-22 s to the script
-// under TCG).
+// vmTimeout bounds each VM's boot (16-22 s to the script under TCG on
+// these machines; docs/testing.md).
 const vmTimeout = 3 * time.Minute
 
 // bootLab is the site: dnsmasq as its ordinary DHCP server, siteboot on

@@ -2,7 +2,7 @@ package images
 
 import "encoding/binary"
 
-// Client arch names, as PXE-NOTES.md rule 7 names the option 93 codes.
+// Client arch names, as docs/firmware.md rule 7 names the option 93 codes.
 const (
 	ArchBIOS     = "bios"       // code 0
 	ArchX86EFI   = "x86-efi"    // code 6

@@ -54,7 +54,7 @@ for name, purpose, parts in cases:
       "parts_hex": [p.hex() for p in parts], "message_hex": m.hex(), "sig_hex": sign(m).hex()})
 kid = subprocess.check_output("openssl pkey -in key.pem -pubout -outform DER | openssl dgst -sha256 -binary", shell=True)
 doc = {
-  "comment": "ES256 signing vectors for siteboot (DESIGN.md, Signatures): message = \"bc-sig-v1\" 0x00 || lp(purpose) || lp(part_1) || ... || lp(part_n), lp(x) = uint32_be(len(x)) || x; sig = raw r||s over SHA-256(message); kid = base64url(no padding) of SHA-256(SubjectPublicKeyInfo DER). Produced with OpenSSL and Python, not with siteboot's code. ECDSA is randomized: check the message bytes exactly and verify sig_hex; do not compare signatures.",
+  "comment": "ES256 signing vectors for siteboot (docs/boot-lease-and-signatures.md, Signatures): message = \"bc-sig-v1\" 0x00 || lp(purpose) || lp(part_1) || ... || lp(part_n), lp(x) = uint32_be(len(x)) || x; sig = raw r||s over SHA-256(message); kid = base64url(no padding) of SHA-256(SubjectPublicKeyInfo DER). Produced with OpenSSL and Python, not with siteboot's code. ECDSA is randomized: check the message bytes exactly and verify sig_hex; do not compare signatures.",
   "private_key_pem": open("key.pem").read(),
   "public_key_pem": open("pub.pem").read(),
   "kid": base64.urlsafe_b64encode(kid).decode().rstrip("="),

@@ -21,6 +21,5 @@
 //
 // Tests call Require first: without root or the needed binaries it skips
 // with the reason, or fails when SITEBOOT_E2E=require. Traffic never leaves
-// the namespaces a lab created. The notes these facts come from are in
-// shared/LAB.md.
+// the namespaces a lab created. docs/testing.md describes the lab.
 package netlab

@@ -14,8 +14,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 )
 
-// bootTimeout bounds each VM test's boot, well above the ~16-22 s LAB.md
-// measured under TCG.
+// bootTimeout bounds each VM test's boot, well above the ~16-22 s a boot
+// takes under TCG on these machines (docs/testing.md).
 const bootTimeout = 3 * time.Minute
 
 // TestBIOSVMBootsIPXEScript: SeaBIOS runs the virtio-net ROM (iPXE), whose
