@@ -33,3 +33,21 @@ func TestImageAddedLogRedactsTheURL(t *testing.T) {
 		}
 	}
 }
+
+// A refused image URL is named in the error without its query: the error
+// goes into the API's "admin call refused" log line.
+func TestRefusedURLErrorRedactsTheQuery(t *testing.T) {
+	const secret = "X-Amz-Signature=0123456789abcdef"
+	for _, u := range []string{"ftp://bucket.example/a.iso?" + secret, "https:///a.iso?" + secret, "https://bucket.example:99999999999/a.iso?" + secret} {
+		err := validateHTTPURL("image.url", u)
+		if err == nil {
+			t.Fatalf("%q accepted", u)
+		}
+		if strings.Contains(err.Error(), secret) {
+			t.Errorf("error carries the query: %v", err)
+		}
+		if !strings.HasPrefix(err.Error(), "image.url: ") {
+			t.Errorf("error does not name the field first: %v", err)
+		}
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/siteboot/siteboot/bootentry"
+	"github.com/siteboot/siteboot/internal/redact"
 	sitev1 "github.com/siteboot/siteboot/gen/bettercompute/site/v1"
 	"github.com/siteboot/siteboot/secretref"
 	"google.golang.org/protobuf/proto"
@@ -201,13 +202,13 @@ func validateHTTPURL(field, s string) error {
 	}
 	u, err := url.Parse(s)
 	if err != nil {
-		return fieldErr(field, "%q is not a URL", s)
+		return fieldErr(field, "is not a URL")
 	}
 	if u.Scheme != "http" && u.Scheme != "https" {
-		return fieldErr(field, "%q must be an absolute http:// or https:// URL", s)
+		return fieldErr(field, "%q must be an absolute http:// or https:// URL", redact.URL(s))
 	}
 	if u.Host == "" || u.Hostname() == "" {
-		return fieldErr(field, "%q has no host", s)
+		return fieldErr(field, "%q has no host", redact.URL(s))
 	}
 	if u.User != nil {
 		return fieldErr(field, "must not carry credentials in the URL")
