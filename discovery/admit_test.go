@@ -2,6 +2,7 @@ package discovery
 
 import (
 	"fmt"
+	"github.com/siteboot/siteboot/internal/metrictest"
 	"net/netip"
 	"testing"
 	"time"
@@ -44,7 +45,7 @@ func TestLedgerFloodKeepsRepeatMachines(t *testing.T) {
 	if !holds(l, macA, uuid1) {
 		t.Fatal("the real machine is gone")
 	}
-	got := gather(t, reg)
+	got := metrictest.Values(t, reg)
 	if got["siteboot_discovery_new_machines_refused_total"] != 300-DefaultNewBurst {
 		t.Errorf("refused = %v, want %d", got["siteboot_discovery_new_machines_refused_total"], 300-DefaultNewBurst)
 	}

@@ -2,6 +2,7 @@ package discovery
 
 import (
 	"fmt"
+	"github.com/siteboot/siteboot/internal/metrictest"
 	"go.uber.org/goleak"
 	"net"
 	"sync"
@@ -223,15 +224,15 @@ func TestLedgerMetrics(t *testing.T) {
 	l.Record(Sighting{MAC: macB, At: clk.Now()})
 	l.Record(Sighting{MAC: "bogus", At: clk.Now()})
 	want := map[string]float64{
-		"siteboot_discovery_machines":                        2,
-		"siteboot_discovery_sightings_total":                 3,
-		"siteboot_discovery_new_machines_refused_total":      0,
-		"siteboot_discovery_evictions_total/kind=one-shot":   0,
-		"siteboot_discovery_evictions_total/kind=repeat":     0,
-		"siteboot_discovery_ledger_saves_total/result=error": 0,
-		"siteboot_discovery_ledger_saves_total/result=ok":    0,
+		"siteboot_discovery_machines":                           2,
+		"siteboot_discovery_sightings_total":                    3,
+		"siteboot_discovery_new_machines_refused_total":         0,
+		`siteboot_discovery_evictions_total{kind="one-shot"}`:   0,
+		`siteboot_discovery_evictions_total{kind="repeat"}`:     0,
+		`siteboot_discovery_ledger_saves_total{result="error"}`: 0,
+		`siteboot_discovery_ledger_saves_total{result="ok"}`:    0,
 	}
-	if diff := cmp.Diff(want, gather(t, reg)); diff != "" {
+	if diff := cmp.Diff(want, metrictest.Values(t, reg)); diff != "" {
 		t.Errorf("metrics (-want +got):\n%s", diff)
 	}
 	if _, err := OpenLedger(LedgerConfig{Metrics: reg}); err == nil {
@@ -258,27 +259,6 @@ func BenchmarkRecord(b *testing.B) {
 			}
 		})
 	}
-}
-
-// gather returns every gauge and counter of reg as name[/label=value]
-// → value.
-func gather(t *testing.T, reg prometheus.Gatherer) map[string]float64 {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := map[string]float64{}
-	for _, mf := range mfs {
-		for _, m := range mf.GetMetric() {
-			key := mf.GetName()
-			for _, lp := range m.GetLabel() {
-				key += "/" + lp.GetName() + "=" + lp.GetValue()
-			}
-			out[key] = m.GetGauge().GetValue() + m.GetCounter().GetValue()
-		}
-	}
-	return out
 }
 
 // TestMain fails the package's tests when one of them leaks a goroutine.

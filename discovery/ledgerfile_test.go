@@ -3,6 +3,7 @@ package discovery
 import (
 	"bytes"
 	"context"
+	"github.com/siteboot/siteboot/internal/metrictest"
 	"log/slog"
 	"net"
 	"os"
@@ -68,7 +69,7 @@ func TestLedgerFlushOnlyWhenChanged(t *testing.T) {
 		if err := l.Flush(); err != nil {
 			t.Fatalf("%s: %v", s.name, err)
 		}
-		if got := gather(t, reg)["siteboot_discovery_ledger_saves_total/result=ok"]; got != s.wantOK {
+		if got := metrictest.Values(t, reg)[`siteboot_discovery_ledger_saves_total{result="ok"}`]; got != s.wantOK {
 			t.Fatalf("%s: saves = %v, want %v", s.name, got, s.wantOK)
 		}
 	}

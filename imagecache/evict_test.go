@@ -2,6 +2,7 @@ package imagecache
 
 import (
 	"bytes"
+	"github.com/siteboot/siteboot/internal/metrictest"
 	"io"
 	"net/http"
 	"strings"
@@ -111,7 +112,7 @@ func TestEvictionLRU(t *testing.T) {
 			t.Errorf("evicted %s still on disk", n)
 		}
 	}
-	if got := counterValue(t, c.m.evictions); got != 2 {
+	if got := metrictest.Counter(t, c.m.evictions); got != 2 {
 		t.Errorf("evictions_total = %v, want 2", got)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/siteboot/siteboot/internal/metrictest"
 	"io"
 	"net"
 	"net/http"
@@ -187,13 +188,13 @@ func TestFastPathMatchesNetHTTP(t *testing.T) {
 		{"huge head", req("GET", p, "X-Pad: "+strings.Repeat("p", 2*4096)+"\r\n", "Range: bytes=0-9\r\n"), false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			before := counterValue(t, c.m.serve.FastResponses)
+			before := metrictest.Counter(t, c.m.serve.FastResponses)
 			want := compared(exchange(t, plain, tc.raw))
 			got := compared(exchange(t, fast, tc.raw))
 			if diff := cmp.Diff(want, got); diff != "" {
 				t.Errorf("fast path answer differs from net/http (-net/http +fast):\n%s", diff)
 			}
-			after := counterValue(t, c.m.serve.FastResponses)
+			after := metrictest.Counter(t, c.m.serve.FastResponses)
 			if served := after > before; served != tc.fast {
 				t.Errorf("answered on the fast path: %t, want %t", served, tc.fast)
 			}
@@ -230,7 +231,7 @@ func TestFastPathHandsOverMidConnection(t *testing.T) {
 			t.Errorf("request %d: status %d", i, resp.StatusCode)
 		}
 	}
-	served, handed := counterValue(t, c.m.serve.FastResponses), counterValue(t, c.m.serve.FastHandoffs)
+	served, handed := metrictest.Counter(t, c.m.serve.FastResponses), metrictest.Counter(t, c.m.serve.FastHandoffs)
 	if served != 2 || handed != 1 {
 		t.Errorf("fast path served %v and handed over %v connections, want 2 and 1", served, handed)
 	}
@@ -365,7 +366,7 @@ func TestFastPathReaderHoldsEviction(t *testing.T) {
 	if resp, _ := readResponse(t, br, raw); resp.StatusCode != http.StatusNotFound {
 		t.Errorf("after eviction: %s, want 404", resp.Status)
 	}
-	if served, handed := counterValue(t, c.m.serve.FastResponses), counterValue(t, c.m.serve.FastHandoffs); served != 1 || handed != 1 {
+	if served, handed := metrictest.Counter(t, c.m.serve.FastResponses), metrictest.Counter(t, c.m.serve.FastHandoffs); served != 1 || handed != 1 {
 		t.Errorf("served %v, handed %v; want 1 and 1", served, handed)
 	}
 }

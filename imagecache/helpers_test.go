@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
 	"go.uber.org/goleak"
 )
 
@@ -247,16 +246,6 @@ func dirNames(t *testing.T, dir string) []string {
 		out = append(out, de.Name())
 	}
 	return out
-}
-
-// counterValue reads a counter.
-func counterValue(t *testing.T, c prometheus.Counter) float64 {
-	t.Helper()
-	var m dto.Metric
-	if err := c.Write(&m); err != nil {
-		t.Fatal(err)
-	}
-	return m.GetCounter().GetValue()
 }
 
 // newBenchOrigin serves data on loopback for benchmarks.

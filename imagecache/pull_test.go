@@ -3,6 +3,8 @@ package imagecache
 import (
 	"bytes"
 	"context"
+	"github.com/siteboot/siteboot/internal/logbuf"
+	"github.com/siteboot/siteboot/internal/metrictest"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -10,7 +12,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -21,7 +22,7 @@ import (
 func TestPullCommitsVerifiedBlob(t *testing.T) {
 	data := testBytes(10, 300<<10)
 	d := digestOf(data)
-	var logs syncBuffer
+	var logs logbuf.Buffer
 	cfg := testConfig(t)
 	cfg.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	c := openCache(t, cfg)
@@ -51,10 +52,10 @@ func TestPullCommitsVerifiedBlob(t *testing.T) {
 	if diff := cmp.Diff(want, infos); diff != "" {
 		t.Errorf("Images (-want +got):\n%s", diff)
 	}
-	if got := counterValue(t, c.m.pulls.WithLabelValues("ok")); got != 1 {
+	if got := metrictest.Counter(t, c.m.pulls.WithLabelValues("ok")); got != 1 {
 		t.Errorf("pulls_total{ok} = %v, want 1", got)
 	}
-	if got := counterValue(t, c.m.pullBytes); got != float64(len(data)) {
+	if got := metrictest.Counter(t, c.m.pullBytes); got != float64(len(data)) {
 		t.Errorf("pull_bytes_total = %v, want %d", got, len(data))
 	}
 	if strings.Contains(logs.String(), "s3cret") {
@@ -63,23 +64,6 @@ func TestPullCommitsVerifiedBlob(t *testing.T) {
 	if !c.Ready(d) || c.Ready(digestOf([]byte("other"))) {
 		t.Errorf("Ready: want true for the image only")
 	}
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // resumeRange writes "bytes=K-" with 0 < K <= max as "bytes=resume-": how

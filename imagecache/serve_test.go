@@ -3,6 +3,7 @@ package imagecache
 import (
 	"bytes"
 	"fmt"
+	"github.com/siteboot/siteboot/internal/metrictest"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -141,7 +142,7 @@ func TestServeRefusals(t *testing.T) {
 			}
 		})
 	}
-	if got := counterValue(t, c.m.serve.Requests.WithLabelValues("404")); got != 1 {
+	if got := metrictest.Counter(t, c.m.serve.Requests.WithLabelValues("404")); got != 1 {
 		t.Errorf("requests_total{code=404} = %v, want 1", got)
 	}
 }
@@ -175,7 +176,7 @@ func TestServeHandsTheFileToReadFrom(t *testing.T) {
 	if _, ok := lr.R.(*os.File); !ok {
 		t.Errorf("ReadFrom's reader wraps %T, want *os.File (the sendfile path)", lr.R)
 	}
-	if got := counterValue(t, c.m.serve.BytesServed); got != 2000 {
+	if got := metrictest.Counter(t, c.m.serve.BytesServed); got != 2000 {
 		t.Errorf("bytes_served_total = %v, want 2000", got)
 	}
 }

@@ -3,6 +3,7 @@ package imagecache
 import (
 	"context"
 	"errors"
+	"github.com/siteboot/siteboot/internal/metrictest"
 	"net/http"
 	"strings"
 	"testing"
@@ -98,7 +99,7 @@ func TestDroppingAPullCancelsIt(t *testing.T) {
 	if names := dirNames(t, c.ingestDir); len(names) != 0 {
 		t.Errorf("a cancelled pull left %v", names)
 	}
-	if got := counterValue(t, c.m.pulls.WithLabelValues("cancelled")); got != 1 {
+	if got := metrictest.Counter(t, c.m.pulls.WithLabelValues("cancelled")); got != 1 {
 		t.Errorf("pulls_total{cancelled} = %v, want 1", got)
 	}
 }

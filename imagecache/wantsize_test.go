@@ -2,6 +2,7 @@ package imagecache
 
 import (
 	"bytes"
+	"github.com/siteboot/siteboot/internal/metrictest"
 	"net/http"
 	"strings"
 	"testing"
@@ -45,7 +46,7 @@ func TestWantSizeBoundsThePull(t *testing.T) {
 			if reason := waitFailed(t, c, tc.want.SHA256); !strings.Contains(reason, tc.reason) {
 				t.Errorf("reason %q, want containing %q", reason, tc.reason)
 			}
-			if got := counterValue(t, c.m.pullBytes); got > float64(tc.want.Size) {
+			if got := metrictest.Counter(t, c.m.pullBytes); got > float64(tc.want.Size) {
 				t.Errorf("the pull wrote %v bytes, past the %d the catalog gives", got, tc.want.Size)
 			}
 		})

@@ -91,7 +91,7 @@ func TestFilesListsDigestsAndArches(t *testing.T) {
 	if s.Dir() != dir {
 		t.Errorf("Dir() = %q, want %q", s.Dir(), dir)
 	}
-	if l := logs.lines("boot files loaded", "bios=undionly.kpxe", "x86_64-efi=ipxe.efi", "arm64-efi=arm64-efi/ipxe.efi"); len(l) != 1 {
+	if l := logs.Lines("boot files loaded", "bios=undionly.kpxe", "x86_64-efi=ipxe.efi", "arm64-efi=arm64-efi/ipxe.efi"); len(l) != 1 {
 		t.Errorf("want one summary line naming the defaults, got %q", logs.String())
 	}
 }

@@ -1,15 +1,13 @@
 package images
 
 import (
-	"bytes"
 	"crypto/sha256"
 	"encoding/binary"
+	"github.com/siteboot/siteboot/internal/logbuf"
 	"log/slog"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
-	"strings"
-	"sync"
 	"testing"
 
 	"go.uber.org/goleak"
@@ -61,47 +59,14 @@ func writeTree(t *testing.T, dir string, files map[string][]byte) {
 	}
 }
 
-// logBuffer is a concurrency-safe sink for a text slog handler.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String()
-}
-
-// lines returns the log lines containing all of the substrings.
-func (l *logBuffer) lines(subs ...string) []string {
-	var out []string
-	for _, line := range strings.Split(l.String(), "\n") {
-		ok := line != ""
-		for _, s := range subs {
-			ok = ok && strings.Contains(line, s)
-		}
-		if ok {
-			out = append(out, line)
-		}
-	}
-	return out
-}
-
-func newLogger() (*slog.Logger, *logBuffer) {
-	lb := &logBuffer{}
-	return slog.New(slog.NewTextHandler(lb, &slog.HandlerOptions{Level: slog.LevelDebug})), lb
+func newLogger() (*slog.Logger, *logbuf.Buffer) {
+	lb := &logbuf.Buffer{}
+	return lb.Logger(), lb
 }
 
 // load loads dir with cfg (Dir and Logger filled in) and closes the set at
 // the end of the test.
-func load(t *testing.T, dir string, cfg Config) (*Set, *logBuffer) {
+func load(t *testing.T, dir string, cfg Config) (*Set, *logbuf.Buffer) {
 	t.Helper()
 	log, lb := newLogger()
 	cfg.Dir, cfg.Logger = dir, log

@@ -132,7 +132,7 @@ func TestOpenRefusesChangedFiles(t *testing.T) {
 			if diff := cmp.Diff([]bool{true, true}, errs); diff != "" {
 				t.Errorf("ErrChanged on two opens (-want +got):\n%s", diff)
 			}
-			if n := len(logs.lines("level=WARN", "boot file refused", "file=undionly.kpxe")); n != 1 {
+			if n := len(logs.Lines("level=WARN", "boot file refused", "file=undionly.kpxe")); n != 1 {
 				t.Errorf("want one warning for the changed file, got %d:\n%s", n, logs)
 			}
 		})

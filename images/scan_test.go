@@ -77,7 +77,7 @@ func TestScanTakesOnlySafeFiles(t *testing.T) {
 			if diff := cmp.Diff(tc.want, names(s.Files())); diff != "" {
 				t.Errorf("files (-want +got):\n%s", diff)
 			}
-			if tc.log != "" && len(logs.lines(tc.log)) == 0 {
+			if tc.log != "" && len(logs.Lines(tc.log)) == 0 {
 				t.Errorf("no log line with %q in:\n%s", tc.log, logs)
 			}
 		})
@@ -128,7 +128,7 @@ func TestLoadWithoutBootFiles(t *testing.T) {
 			if diff := cmp.Diff(map[string]string{}, defaults(s)); diff != "" {
 				t.Errorf("defaults (-want +got):\n%s", diff)
 			}
-			warn := logs.lines("level=WARN", "apt install ipxe", tc.wantDir)
+			warn := logs.Lines("level=WARN", "apt install ipxe", tc.wantDir)
 			if len(warn) != 1 {
 				t.Errorf("want exactly one install warning, got:\n%s", logs)
 			}

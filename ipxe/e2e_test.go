@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/siteboot/siteboot/internal/logbuf"
 	"log/slog"
 	"net"
 	"net/http"
@@ -69,7 +70,7 @@ func runE2E(t *testing.T, fw netlab.Firmware, kernelPath string, kinds ...string
 		t.Fatal(err)
 	}
 	base := "http://" + ln.Addr().String()
-	logs := &syncBuffer{}
+	logs := &logbuf.Buffer{}
 	e2e := newE2EServer(t, base, blobs, vms, logs)
 	serveHTTP(t, ln, e2e)
 	dhcpHost.StartDnsmasq(netlab.DnsmasqConfig{Extra: []string{
@@ -143,7 +144,7 @@ type hit struct {
 	status                   int
 }
 
-func newE2EServer(t *testing.T, base string, b blobSet, vms map[string]net.HardwareAddr, logs *syncBuffer) *e2eServer {
+func newE2EServer(t *testing.T, base string, b blobSet, vms map[string]net.HardwareAddr, logs *logbuf.Buffer) *e2eServer {
 	t.Helper()
 	key, err := discovery.LoadOrCreateKey(t.TempDir() + "/node.key")
 	if err != nil {
@@ -286,22 +287,4 @@ func serveHTTP(t *testing.T, ln net.Listener, h http.Handler) {
 			t.Errorf("http server: %v", err)
 		}
 	})
-}
-
-// syncBuffer collects the handler's log lines for the test's report.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

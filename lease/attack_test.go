@@ -1,9 +1,9 @@
 package lease
 
 import (
-	"bytes"
 	"crypto/tls"
 	"crypto/x509"
+	"github.com/siteboot/siteboot/internal/logbuf"
 	"io"
 	"log/slog"
 	"net"
@@ -21,25 +21,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 )
 
-// syncBuffer is a log sink raft's goroutines may write to at once.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-func bufferLog(buf *syncBuffer) *slog.Logger { return slog.New(slog.NewTextHandler(buf, nil)) }
+func bufferLog(buf *logbuf.Buffer) *slog.Logger { return slog.New(slog.NewTextHandler(buf, nil)) }
 
 // plainRaftTool is the "few-line tool" of the report: raft's own TCP
 // transport, as anyone can build it, pointed at someone's raft port.
@@ -146,7 +128,7 @@ func refusedCount(n *Node, reason string) float64 {
 // The state machine still skips what breaks the entry rules. This is the
 // control for the TLS tests below: the tool works.
 func TestPlainLoopbackRaftIsOpen(t *testing.T) {
-	var logs syncBuffer
+	var logs logbuf.Buffer
 	h := startConfig(t, Config{Dir: t.TempDir(), Bind: "127.0.0.1:0", Logger: bufferLog(&logs)})
 	defer h.close()
 	if !strings.Contains(logs.String(), "plain TCP on loopback; that is for tests only") {
@@ -173,7 +155,7 @@ func TestPlainLoopbackRaftIsOpen(t *testing.T) {
 // stays open under the same epoch and term.
 func TestRaftPortRefusesPlainPeer(t *testing.T) {
 	ca := newTestCA(t, "site ca")
-	var logs syncBuffer
+	var logs logbuf.Buffer
 	h := startConfig(t, Config{Dir: t.TempDir(), Bind: "127.0.0.1:0", TLS: ca.files(t, "appliance-1", leafOpts{}), Logger: bufferLog(&logs)})
 	defer h.close()
 	epoch, _ := h.node.Gate()

@@ -4,6 +4,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
+	"github.com/siteboot/siteboot/internal/logbuf"
 	"io"
 	"net"
 	"strings"
@@ -203,7 +204,7 @@ func portOf(ln net.Listener) string {
 }
 
 func TestRefusalLogIsRateLimited(t *testing.T) {
-	var buf syncBuffer
+	var buf logbuf.Buffer
 	clk := &testClock{t: time.Unix(1e9, 0)}
 	r := newRefusals(bufferLog(&buf), clk.now)
 	remote := &net.TCPAddr{IP: net.IPv4(192, 0, 2, 7), Port: 4242}

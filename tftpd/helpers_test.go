@@ -6,7 +6,8 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"errors"
-	"fmt"
+	"github.com/siteboot/siteboot/internal/logbuf"
+	"github.com/siteboot/siteboot/internal/metrictest"
 	"log/slog"
 	"math/rand/v2"
 	"net"
@@ -14,7 +15,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -271,24 +271,14 @@ func atoi(t testing.TB, s string) int {
 	return n
 }
 
-// logBuffer is a concurrency-safe sink for a text slog handler.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
+// logBuffer is the fixture's log sink.
+type logBuffer struct{ logbuf.Buffer }
 
 // size is the number of bytes logged so far.
-func (l *logBuffer) size() int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Len()
-}
+func (l *logBuffer) size() int { return l.Len() }
+
+// lines returns the log lines containing all of subs.
+func (l *logBuffer) lines(subs ...string) []string { return l.Lines(subs...) }
 
 // wait returns the log lines containing all of subs, waiting up to 2 s
 // for one (a server logs a transfer after its client has finished).
@@ -303,59 +293,13 @@ func (l *logBuffer) wait(subs ...string) []string {
 	}
 }
 
-// lines returns the log lines containing all of subs.
-func (l *logBuffer) lines(subs ...string) []string {
-	l.mu.Lock()
-	text := l.buf.String()
-	l.mu.Unlock()
-	var out []string
-	for _, line := range strings.Split(text, "\n") {
-		ok := line != ""
-		for _, s := range subs {
-			ok = ok && strings.Contains(line, s)
-		}
-		if ok {
-			out = append(out, line)
-		}
-	}
-	return out
-}
-
-// gather returns the counter and gauge values and histogram counts of reg, keyed
-// by name{label="value"}.
-func gather(t testing.TB, reg *prometheus.Registry) map[string]float64 {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := map[string]float64{}
-	for _, mf := range mfs {
-		for _, m := range mf.GetMetric() {
-			key := mf.GetName()
-			for _, lp := range m.GetLabel() {
-				key += fmt.Sprintf("{%s=%q}", lp.GetName(), lp.GetValue())
-			}
-			switch {
-			case m.GetCounter() != nil:
-				out[key] = m.GetCounter().GetValue()
-			case m.GetGauge() != nil:
-				out[key] = m.GetGauge().GetValue()
-			case m.GetHistogram() != nil:
-				out[key+"_count"] = float64(m.GetHistogram().GetSampleCount())
-			}
-		}
-	}
-	return out
-}
-
 // waitGather is gather once it equals want, or after 2 s: a server counts
 // a transfer after its last ACK, which may be after its client returned.
 func waitGather(t testing.TB, reg *prometheus.Registry, want map[string]float64) map[string]float64 {
 	t.Helper()
 	deadline := time.Now().Add(2 * time.Second)
 	for {
-		got := gather(t, reg)
+		got := metrictest.Values(t, reg)
 		if cmp.Equal(want, got) || time.Now().After(deadline) {
 			return got
 		}

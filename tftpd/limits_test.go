@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"errors"
+	"github.com/siteboot/siteboot/internal/metrictest"
 	"net"
 	"os"
 	"runtime"
@@ -42,7 +43,7 @@ func waitMetric(t testing.TB, fx *fixture, key string, want float64) {
 	t.Helper()
 	deadline := time.Now().Add(3 * time.Second)
 	for {
-		got := gather(t, fx.reg)[key]
+		got := metrictest.Values(t, fx.reg)[key]
 		if got == want {
 			return
 		}
@@ -213,7 +214,7 @@ func TestFloodFromOnePort(t *testing.T) {
 	if limit := fds0 + 2*maxPerSource + 4; peakFDs > limit {
 		t.Errorf("open fds peaked at %d, want at most %d (%d before)", peakFDs, limit, fds0)
 	}
-	m := gather(t, fx.reg)
+	m := metrictest.Values(t, fx.reg)
 	seen := m[`siteboot_tftp_requests_dropped_total{reason="duplicate"}`] + m[`siteboot_tftp_transfers_total{result="not_found"}`]
 	if seen < 3000 {
 		t.Errorf("the server saw %v duplicates and missing files of 6000 requests; the flood did not reach it", seen)

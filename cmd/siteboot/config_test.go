@@ -4,13 +4,13 @@ import (
 	"fmt"
 	"github.com/siteboot/siteboot/appliance"
 	"github.com/siteboot/siteboot/images"
+	"github.com/siteboot/siteboot/internal/logbuf"
 	"github.com/siteboot/siteboot/tftpd"
 	"log/slog"
 	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -203,7 +203,7 @@ func TestDeprecatedRaftListenWarnsOnce(t *testing.T) {
 	if err := cfg.Finish(); err != nil {
 		t.Fatal(err)
 	}
-	var logs syncBuffer
+	var logs logbuf.Buffer
 	startApplianceLog(t, cfg, slog.New(slog.NewTextHandler(&logs, nil)))
 	if n := strings.Count(logs.String(), "raft.listen is deprecated; use lease.raft.bind"); n != 1 {
 		t.Fatalf("%d deprecation warnings; want 1:\n%s", n, logs.String())
@@ -211,24 +211,6 @@ func TestDeprecatedRaftListenWarnsOnce(t *testing.T) {
 	if !strings.Contains(logs.String(), "plain TCP on loopback; that is for tests only") {
 		t.Fatalf("no warning about plain TCP raft:\n%s", logs.String())
 	}
-}
-
-// syncBuffer is a log sink for goroutines writing at once.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // TestConfigTFTPAgreesWithTFTPD: a TFTP setting passes the config check

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"github.com/siteboot/siteboot/internal/metrictest"
 	"io"
 	"net"
 	"net/http"
@@ -17,7 +18,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
 	"go.uber.org/goleak"
 	"golang.org/x/sys/unix"
 )
@@ -111,15 +111,6 @@ func fileHandler(t *testing.T, path string, ended chan<- error) http.Handler {
 	})
 }
 
-func counterValue(t *testing.T, c prometheus.Counter) float64 {
-	t.Helper()
-	var m dto.Metric
-	if err := c.Write(&m); err != nil {
-		t.Fatal(err)
-	}
-	return m.GetCounter().GetValue()
-}
-
 // A response whose client stops reading ends ProgressTimeout after the
 // socket stopped taking bytes, through sendfile and through Write alike.
 func TestProgressTimeoutAbortsStalledResponses(t *testing.T) {
@@ -146,7 +137,7 @@ func TestProgressTimeoutAbortsStalledResponses(t *testing.T) {
 			}
 		})
 	}
-	if got := counterValue(t, s.stalled); got != 2 {
+	if got := metrictest.Counter(t, s.stalled); got != 2 {
 		t.Errorf("stalled_responses_total = %v, want 2", got)
 	}
 }
@@ -210,7 +201,7 @@ func TestMaxConnections(t *testing.T) {
 	if took := time.Since(start); !strings.HasPrefix(string(reply), "HTTP/1.1 503 ") || took > time.Second {
 		t.Errorf("connection over the cap: %q after %v; want a 503 and a close at once", reply, took)
 	}
-	if got := counterValue(t, s.refused); got != 1 {
+	if got := metrictest.Counter(t, s.refused); got != 1 {
 		t.Errorf("connections_refused_total = %v, want 1", got)
 	}
 	held[0].Close()
