@@ -8,6 +8,7 @@ import (
 	"github.com/siteboot/siteboot/lease"
 	"github.com/siteboot/siteboot/secretref"
 	"github.com/siteboot/siteboot/site"
+	"github.com/siteboot/siteboot/tftpd"
 )
 
 // The parts the appliance wires together satisfy the interfaces their
@@ -26,4 +27,6 @@ var (
 	_ ipxe.Observed  = (*discovery.Observations)(nil)
 	_ ipxe.Signer    = (*discovery.Signer)(nil)
 	_ ipxe.Secrets   = secretref.Resolver{}
+
+	_ tftpd.Files = (*images.Set)(nil)
 )

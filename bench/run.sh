@@ -149,6 +149,9 @@ dhcp:
 tftp:
   listen: $SRV_IP:69
   max_block_size: 1468
+  # The 50 TFTP clients stand for 50 machines but share the client
+  # namespace's one address; real machines each have their own.
+  max_per_source: 64
 boot_files:
   dir: $BOOT_DIR
 ramdisk:

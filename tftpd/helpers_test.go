@@ -26,8 +26,6 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-var _ Files = (*images.Set)(nil)
-
 // Test files: sizes that are not a multiple of 512 or 1468, one that is a
 // multiple of both (its last DATA packet is empty), one in a subdirectory.
 var testFiles = map[string][]byte{
