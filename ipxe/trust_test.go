@@ -239,3 +239,49 @@ func gatherCounters(t *testing.T, f *fixture) map[string]float64 {
 	}
 	return out
 }
+
+// TestRepeatedRequestLogLinesHTTP: requests a client repeats at will while the
+// appliance is fenced (503), for an entry that cannot be rendered (500),
+// and for the bootstrap or a script (anyone may ask for those) write a
+// bounded number of lines per remote address, like every other line a
+// client causes; the next one says how many were held back.
+func TestRepeatedRequestLogLinesHTTP(t *testing.T) {
+	tests := []struct {
+		name    string
+		path    string
+		prepare func(*fixture)
+		level   string
+	}{
+		{"fenced script", "/ipxe?" + ramdiskQuery, func(f *fixture) { f.gate.set(0, false) }, "level=INFO"},
+		{"fenced bootstrap", "/boot.ipxe", func(f *fixture) { f.gate.set(0, false) }, "level=INFO"},
+		{"token that cannot be resolved", "/ipxe?" + ramdiskQuery, func(f *fixture) { f.secrets.Secrets = failingSecrets{} }, "level=ERROR"},
+		{"bootstrap served", "/boot.ipxe", func(*fixture) {}, "level=INFO"},
+		{"script served", "/ipxe?mac=" + macChain, func(*fixture) {}, "level=INFO"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var mu sync.Mutex
+			now := t0
+			f := newFixture(t, func(c *Config) {
+				c.Now = func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+			})
+			tt.prepare(f)
+			ts := httptest.NewServer(f.srv.Handler())
+			defer ts.Close()
+			for range 100 {
+				get(t, ts.URL+tt.path, "")
+			}
+			if n := strings.Count(f.logs.String(), tt.level); n == 0 || n > remoteLogBurst {
+				t.Fatalf("100 requests from one address wrote %d %s lines, want 1-%d", n, tt.level, remoteLogBurst)
+			}
+			f.logs.Reset()
+			mu.Lock()
+			now = now.Add(remoteLogEvery)
+			mu.Unlock()
+			get(t, ts.URL+tt.path, "")
+			if want := fmt.Sprintf("suppressed=%d", 100-remoteLogBurst); !strings.Contains(f.logs.String(), want) {
+				t.Errorf("next line lacks %s:\n%s", want, f.logs.String())
+			}
+		})
+	}
+}
