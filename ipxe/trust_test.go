@@ -285,3 +285,33 @@ func TestRepeatedRequestLogLinesHTTP(t *testing.T) {
 		})
 	}
 }
+
+// TestForgedDHCPUUIDIsNotSigned: someone who sends a DHCP request with the
+// MAC of a machine whose entry pins no UUID, and a UUID of their choosing,
+// before or after the machine's own request, cannot make the machine's
+// assertion carry that UUID: two UUIDs for one MAC within the
+// observations' age put none in the assertion.
+func TestForgedDHCPUUIDIsNotSigned(t *testing.T) {
+	const (
+		macOpen  = "52:54:00:00:00:04"
+		realUUID = "aaaaaaaa-0000-4000-8000-000000000001"
+		forged   = "bbbbbbbb-0000-4000-8000-000000000002"
+	)
+	for _, order := range [][]string{{realUUID, forged}, {forged, realUUID}} {
+		seen := discovery.NewObservations(discovery.ObservationsConfig{MaxAge: time.Minute})
+		f := newFixture(t, func(c *Config) { c.Observed = seen })
+		f.put(t, "node-1", &sitev1.ProxyDhcpEntry{Mac: macOpen, WorkflowId: "wf-45", NotAfter: timestamppb.New(t0.Add(time.Hour))})
+		ts := httptest.NewServer(f.srv.Handler())
+		for i, u := range order {
+			seen.Observe(discovery.Sighting{MAC: macOpen, ProductUUID: u, At: t0.Add(time.Duration(i-2) * 10 * time.Second)})
+		}
+		code, body := get(t, ts.URL+"/ipxe?mac="+macOpen+"&uuid="+order[1], "")
+		ts.Close()
+		if code != 200 {
+			t.Fatalf("%d %s", code, body)
+		}
+		if got := verifyAssertion(t, f, kernelParams(t, body)["bc.assertion"]).GetProductUuid(); got != "" {
+			t.Errorf("DHCP saw %v for one MAC; the assertion says product_uuid %q, want none", order, got)
+		}
+	}
+}
