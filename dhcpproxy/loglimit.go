@@ -22,6 +22,17 @@ const (
 	sourceLogMax    = 1024
 )
 
+// Log limits for the lines of a machine with an entry (answers, a missing
+// boot file): a boot takes a handful of answers (firmware, then iPXE, on
+// 67 and 4011), so each MAC gets answerLogBurst lines, then one per
+// answerLogEvery. Anyone who sees a booting machine's broadcast can send
+// requests with its MAC, so even these are bounded.
+const (
+	answerLogBurst = 16
+	answerLogEvery = 15 * time.Second
+	answerLogMax   = 4096
+)
+
 // logSource is where a packet came from, as far as log limits go: the
 // arrival interface and the relay (or, for a direct client, its source
 // address, 0.0.0.0 for most).
@@ -33,13 +44,24 @@ type logSource struct {
 type logLimits struct {
 	perMAC    *ratelimit.Keyed[string]
 	perSource *ratelimit.Keyed[logSource]
+	perAnswer *ratelimit.Keyed[string] // by MAC
 }
 
 func newLogLimits() logLimits {
 	return logLimits{
 		perMAC:    ratelimit.NewKeyed[string](1, unknownLogEvery, unknownLogMax),
 		perSource: ratelimit.NewKeyed[logSource](sourceLogBurst, sourceLogEvery, sourceLogMax),
+		perAnswer: ratelimit.NewKeyed[string](answerLogBurst, answerLogEvery, answerLogMax),
 	}
+}
+
+// answerLevel is level for a line of a machine with an entry while its MAC
+// may log, Debug otherwise; and how many of its lines were held back.
+func (l logLimits) answerLevel(level slog.Level, mac string, now time.Time) (slog.Level, uint64) {
+	if ok, held := l.perAnswer.Allow(mac, now); ok {
+		return level, held
+	}
+	return slog.LevelDebug, 0
 }
 
 // level returns the level a client-caused line is written at: want when

@@ -191,3 +191,49 @@ func TestUnknownFloodLogLines(t *testing.T) {
 		t.Errorf("next line = %+v; want unknown-mac with suppressed=%d", line, 200-sourceLogBurst)
 	}
 }
+
+// TestAnsweredFloodLogLines: anyone on the link sees the MACs that boot
+// (their DISCOVERs are broadcast) and can send requests with one as fast
+// as they like. The lines those cause (answers, a known machine without a
+// boot file) are bounded per MAC, and the next line that MAC may write
+// says how many were held back; a real boot's few answers all show.
+func TestAnsweredFloodLogLines(t *testing.T) {
+	tests := []struct {
+		name     string
+		arch     uint16
+		decision string
+	}{
+		{"offer", 7, "offer"},
+		{"no boot file", 10, "no-bootfile"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var buf bytes.Buffer
+			now := testNow
+			f := newFixture(t, func(c *Config) {
+				c.Logger = slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelInfo}))
+				c.Now = func() time.Time { return now }
+			})
+			pkt := pxeReq(t, macPlain, dhcpv4.MessageTypeDiscover, tt.arch)
+			for range 200 {
+				f.srv.Handle(pkt, arrive67)
+			}
+			if n := strings.Count(buf.String(), `"decision":"`+tt.decision+`"`); n == 0 || n > answerLogBurst {
+				t.Fatalf("200 requests for one MAC wrote %d %s lines, want 1-%d", n, tt.decision, answerLogBurst)
+			}
+			buf.Reset()
+			now = now.Add(answerLogEvery)
+			f.srv.Handle(pkt, arrive67)
+			var line struct {
+				Decision   string
+				Suppressed int
+			}
+			if err := json.Unmarshal(buf.Bytes(), &line); err != nil {
+				t.Fatalf("log line %q: %v", buf.String(), err)
+			}
+			if line.Decision != tt.decision || line.Suppressed != 200-answerLogBurst {
+				t.Errorf("next line = %+v; want %s with suppressed=%d", line, tt.decision, 200-answerLogBurst)
+			}
+		})
+	}
+}

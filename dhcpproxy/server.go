@@ -105,14 +105,18 @@ func (s *Server) sighting(c *client, d *decision, in Arrival) discovery.Sighting
 }
 
 // logDecision writes the one line per packet: Info for answers, Warn when
-// a known machine has no boot file, Debug for everything ignored. Lines a
-// client causes at will (unknown machines, refused relays) are Info within
-// the per-MAC and per-source limits of logLimits, Debug beyond them.
+// a known machine has no boot file, Debug for everything ignored. Every
+// line a client can cause at will is written within the limits of
+// logLimits (per MAC for answers and missing boot files, per MAC and
+// source for unknown machines, per source for refused relays), at Debug
+// beyond them.
 func (s *Server) logDecision(d *decision, in Arrival) {
 	level, held := slog.LevelInfo, uint64(0)
 	switch {
+	case d.result == resultOffer, d.result == resultAck:
+		level, held = s.limits.answerLevel(slog.LevelInfo, d.mac, s.cfg.Now())
 	case d.result == resultNoBootFile:
-		level = slog.LevelWarn
+		level, held = s.limits.answerLevel(slog.LevelWarn, d.mac, s.cfg.Now())
 	case d.result == resultUnknownMAC:
 		level, held = s.limits.level(slog.LevelInfo, d.mac, sourceOf(d, in), s.cfg.Now())
 	case d.result == resultUUIDMismatch:

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 
 	agentv1 "github.com/siteboot/siteboot/gen/bettercompute/agent/v1"
+	"github.com/siteboot/siteboot/internal/atomicfile"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -125,13 +126,19 @@ func machineFromProto(dm *agentv1.DiscoveredMachine) (machine, error) {
 }
 
 // load reads cfg.Path into the (empty) ledger. A missing file is an empty
-// ledger; a corrupt one is moved aside.
+// ledger; a corrupt one is moved aside; temporary files of a save that did
+// not finish are removed.
 func (l *Ledger) load() error {
 	if l.cfg.Path == "" {
 		return nil
 	}
 	if err := os.MkdirAll(filepath.Dir(l.cfg.Path), 0o700); err != nil {
 		return fmt.Errorf("discovery: ledger dir: %w", err)
+	}
+	// A crash in the middle of a save leaves its temporary file; the
+	// renamed file before it is intact.
+	if err := atomicfile.RemoveLeftovers(l.cfg.Path); err != nil {
+		l.log.Warn("discovery: cannot remove what an interrupted save left", "path", l.cfg.Path, "err", err)
 	}
 	data, err := readBounded(l.cfg.Path, maxLedgerFile)
 	if errors.Is(err, os.ErrNotExist) {

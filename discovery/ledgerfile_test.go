@@ -276,3 +276,38 @@ func TestLedgerLoadsFileOfEarlierVersions(t *testing.T) {
 		t.Errorf("re-encoded ledger differs from the file (err %v)", err)
 	}
 }
+
+// TestLedgerStartRemovesLeftoversOfACrash: a crash while a save was being
+// written leaves its temporary file next to the ledger; the next start
+// removes it (so crashes cannot fill the data dir) and keeps the ledger the
+// last complete save wrote, and leaves other files alone.
+func TestLedgerStartRemovesLeftoversOfACrash(t *testing.T) {
+	clk := newClock()
+	dir := t.TempDir()
+	path := filepath.Join(dir, "discovered.pb")
+	l, _ := OpenLedger(LedgerConfig{Path: path, Now: clk.Now})
+	l.Record(Sighting{MAC: macA, ProductUUID: uuid1, Arch: "bios", At: clk.Now()})
+	if err := l.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	leftover := filepath.Join(dir, ".discovered.pb-123456.tmp") // as atomicfile names it
+	other := filepath.Join(dir, ".node.key-1.tmp")
+	for _, p := range []string{leftover, other} {
+		if err := os.WriteFile(p, []byte("SBLEDGER half a save"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l2, err := OpenLedger(LedgerConfig{Path: path, Now: clk.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(leftover); !os.IsNotExist(err) {
+		t.Errorf("the crashed save's temporary file is still there (stat err %v)", err)
+	}
+	if _, err := os.Stat(other); err != nil {
+		t.Errorf("another file's temporary was touched: %v", err)
+	}
+	if n := l2.Count(); n != 1 {
+		t.Errorf("ledger after restart holds %d machines, want 1", n)
+	}
+}

@@ -46,7 +46,16 @@ type Observations struct {
 	cfg ObservationsConfig
 
 	mu        sync.Mutex
-	cur, prev map[string]Observation // two generations of at most Max/2 each
+	cur, prev map[string]observed // two generations of at most Max/2 each
+}
+
+// observed is what the store keeps of a MAC: its latest request, the
+// latest UUID any request carried and when, and when two requests last
+// carried different UUIDs within MaxAge of each other.
+type observed struct {
+	Observation
+	uuid             string
+	uuidAt, disputed time.Time
 }
 
 // NewObservations returns an empty store.
@@ -57,12 +66,13 @@ func NewObservations(cfg ObservationsConfig) *Observations {
 	if cfg.MaxAge <= 0 {
 		cfg.MaxAge = DefaultObservationsMaxAge
 	}
-	return &Observations{cfg: cfg, cur: make(map[string]Observation)}
+	return &Observations{cfg: cfg, cur: make(map[string]observed)}
 }
 
 // Observe notes one DHCP request of a machine with an entry. A sighting
 // without a valid MAC, or with values too long to be what they claim, is
-// ignored.
+// ignored. A UUID other than the one a request for the MAC carried within
+// MaxAge before disputes both: anyone can send a request with any MAC.
 func (o *Observations) Observe(s Sighting) {
 	if !isMAC(s.MAC) || len(s.ProductUUID) > uuidLen || len(s.Arch) > maxArchLen {
 		return
@@ -73,14 +83,27 @@ func (o *Observations) Observe(s Sighting) {
 	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if _, ok := o.cur[s.MAC]; !ok && len(o.cur) >= o.cfg.Max/2 {
-		o.prev, o.cur = o.cur, make(map[string]Observation, o.cfg.Max/2)
+	old, ok := o.cur[s.MAC]
+	if !ok {
+		old, ok = o.prev[s.MAC]
+		if len(o.cur) >= o.cfg.Max/2 {
+			o.prev, o.cur = o.cur, make(map[string]observed, o.cfg.Max/2)
+		}
 	}
-	o.cur[s.MAC] = ob
+	next := observed{Observation: ob, uuid: old.uuid, uuidAt: old.uuidAt, disputed: old.disputed}
+	if u := s.ProductUUID; u != "" {
+		if ok && old.uuid != "" && old.uuid != u && s.At.Sub(old.uuidAt) <= o.cfg.MaxAge && s.At.After(next.disputed) {
+			next.disputed = s.At
+		}
+		next.uuid, next.uuidAt = u, s.At
+	}
+	o.cur[s.MAC] = next
 }
 
 // LastSeen returns the latest observation of mac (lowercase colon form) if
-// it is at most MaxAge old at now.
+// it is at most MaxAge old at now. Its ProductUUID is empty while the
+// MAC's UUID is disputed: until MaxAge after two requests last carried
+// different ones.
 func (o *Observations) LastSeen(mac string, now time.Time) (Observation, bool) {
 	o.mu.Lock()
 	ob, ok := o.cur[mac]
@@ -91,7 +114,10 @@ func (o *Observations) LastSeen(mac string, now time.Time) (Observation, bool) {
 	if !ok || now.Sub(ob.At) > o.cfg.MaxAge || ob.At.After(now.Add(o.cfg.MaxAge)) {
 		return Observation{}, false
 	}
-	return ob, true
+	if !ob.disputed.IsZero() && now.Sub(ob.disputed) <= o.cfg.MaxAge {
+		ob.ProductUUID = ""
+	}
+	return ob.Observation, true
 }
 
 // Len returns how many MACs the store remembers.

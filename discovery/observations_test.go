@@ -54,3 +54,49 @@ func TestObservationsBounded(t *testing.T) {
 		t.Errorf("Observe of a held MAC: %v allocations", n)
 	}
 }
+
+// TestObservationsDisputedUUID: when DHCP requests for one MAC carry two
+// different UUIDs within MaxAge (the machine and someone forging its MAC),
+// neither is vouched for until MaxAge has passed since they last
+// disagreed; a request without option 97 settles nothing.
+func TestObservationsDisputedUUID(t *testing.T) {
+	o := NewObservations(ObservationsConfig{MaxAge: time.Minute})
+	steps := []struct {
+		observe string // UUID of a request at the step's time; "-" for none
+		at      time.Duration
+		want    string // LastSeen's UUID then
+	}{
+		{uuid1, 0, uuid1},
+		{uuid1, 10 * time.Second, uuid1},
+		{uuid2, 20 * time.Second, ""}, // forged after the real one
+		{uuid1, 30 * time.Second, ""}, // the real one again: still disputed
+		{"-", 40 * time.Second, ""},
+		{uuid1, 85 * time.Second, ""},    // 55 s after the last disagreement (at 30 s)
+		{uuid1, 91 * time.Second, uuid1}, // more than a minute after it
+	}
+	for _, s := range steps {
+		u := s.observe
+		if u == "-" {
+			u = ""
+		}
+		o.Observe(Sighting{MAC: macA, ProductUUID: u, At: at(s.at)})
+		got, ok := o.LastSeen(macA, at(s.at))
+		if !ok || got.ProductUUID != s.want {
+			t.Errorf("after %q at %s: LastSeen = %q, %v; want %q", s.observe, s.at, got.ProductUUID, ok, s.want)
+		}
+	}
+	// A forged UUID seen before the real one is no better.
+	o2 := NewObservations(ObservationsConfig{MaxAge: time.Minute})
+	o2.Observe(Sighting{MAC: macB, ProductUUID: uuid2, At: at(0)})
+	o2.Observe(Sighting{MAC: macB, ProductUUID: uuid1, At: at(5 * time.Second)})
+	if got, _ := o2.LastSeen(macB, at(5*time.Second)); got.ProductUUID != "" {
+		t.Errorf("forged before the real one: LastSeen UUID %q, want none", got.ProductUUID)
+	}
+	// Two UUIDs more than MaxAge apart are a machine that changed (a board
+	// swap), not a dispute.
+	o2.Observe(Sighting{MAC: macA, ProductUUID: uuid2, At: at(0)})
+	o2.Observe(Sighting{MAC: macA, ProductUUID: uuid1, At: at(2 * time.Minute)})
+	if got, _ := o2.LastSeen(macA, at(2*time.Minute)); got.ProductUUID != uuid1 {
+		t.Errorf("UUIDs two minutes apart: LastSeen UUID %q, want %q", got.ProductUUID, uuid1)
+	}
+}

@@ -38,7 +38,8 @@ func (s *Server) serveBootstrap(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.scripts.WithLabelValues(kindBootstrap).Inc()
-	log.Info("ipxe: bootstrap served", "result", kindBootstrap)
+	level, held := s.logLevel(remote, slog.LevelInfo)
+	log.Log(context.Background(), level, "ipxe: bootstrap served", "result", kindBootstrap, suppressed(held))
 	writeScript(w, bootstrapScript(base, s.cfg.Retry))
 }
 
@@ -65,7 +66,8 @@ func (s *Server) serveScript(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, log, remote, status, kind, msg, err)
 	default:
 		s.scripts.WithLabelValues(out.kind).Inc()
-		log.Info("ipxe: script served", "result", out.kind)
+		level, held := s.logLevel(remote, slog.LevelInfo)
+		log.Log(context.Background(), level, "ipxe: script served", "result", out.kind, suppressed(held))
 		writeScript(w, out.script.GetScript())
 	}
 }
@@ -115,13 +117,14 @@ func clip(s string) string {
 
 func (s *Server) fail(w http.ResponseWriter, log *slog.Logger, remote netip.Addr, status int, kind, msg string, err error) {
 	s.scripts.WithLabelValues(kind).Inc()
-	level, held := slog.LevelInfo, uint64(0)
-	switch {
-	case status >= 500 && status != http.StatusServiceUnavailable:
+	// Every refusal is a line the client can repeat at will (a fenced
+	// appliance and a broken entry too), so all are limited per remote
+	// address.
+	level := slog.LevelInfo
+	if status >= 500 && status != http.StatusServiceUnavailable {
 		level = slog.LevelError
-	case status < 500: // the client's doing: limited per remote address
-		level, held = s.logLevel(remote, slog.LevelInfo)
 	}
+	level, held := s.logLevel(remote, level)
 	log.Log(context.Background(), level, "ipxe: request refused", "result", kind, "status", status, "err", causeOf(err), suppressed(held))
 	if status == http.StatusServiceUnavailable {
 		w.Header().Set("Retry-After", strconv.FormatInt(seconds(s.cfg.Retry), 10))

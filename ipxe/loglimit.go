@@ -6,8 +6,8 @@ import (
 	"time"
 )
 
-// Log limits for lines a client causes at will (unknown machines, refused
-// UUIDs, bad requests): each remote address gets remoteLogBurst lines, then
+// Log limits for lines a client causes at will (every line of a request:
+// scripts served, unknown machines, refusals): each remote address gets remoteLogBurst lines, then
 // one per remoteLogEvery; the next line it gets says how many were held
 // back. Held-back lines go to Debug.
 const (

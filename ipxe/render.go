@@ -228,7 +228,8 @@ func (s *Server) sign(n *sitev1.IpxeScriptRequest, e *bootentry.Entry, epoch uin
 // observedUUID is the product_uuid an assertion for e may carry: the pin of
 // a pinned entry (the request presented it, and the DHCP proxy answered
 // only option 97 with it); else the UUID in the latest DHCP request the
-// proxy saw from the MAC within the observations' age; else none.
+// proxy saw from the MAC within the observations' age, unless requests
+// for the MAC disagreed on it (discovery.Observations.LastSeen); else none.
 func (s *Server) observedUUID(e *bootentry.Entry, now time.Time) string {
 	if e.ProductUUID != "" {
 		return e.ProductUUID

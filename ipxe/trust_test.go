@@ -239,3 +239,79 @@ func gatherCounters(t *testing.T, f *fixture) map[string]float64 {
 	}
 	return out
 }
+
+// TestRepeatedRequestLogLinesHTTP: requests a client repeats at will while the
+// appliance is fenced (503), for an entry that cannot be rendered (500),
+// and for the bootstrap or a script (anyone may ask for those) write a
+// bounded number of lines per remote address, like every other line a
+// client causes; the next one says how many were held back.
+func TestRepeatedRequestLogLinesHTTP(t *testing.T) {
+	tests := []struct {
+		name    string
+		path    string
+		prepare func(*fixture)
+		level   string
+	}{
+		{"fenced script", "/ipxe?" + ramdiskQuery, func(f *fixture) { f.gate.set(0, false) }, "level=INFO"},
+		{"fenced bootstrap", "/boot.ipxe", func(f *fixture) { f.gate.set(0, false) }, "level=INFO"},
+		{"token that cannot be resolved", "/ipxe?" + ramdiskQuery, func(f *fixture) { f.secrets.Secrets = failingSecrets{} }, "level=ERROR"},
+		{"bootstrap served", "/boot.ipxe", func(*fixture) {}, "level=INFO"},
+		{"script served", "/ipxe?mac=" + macChain, func(*fixture) {}, "level=INFO"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var mu sync.Mutex
+			now := t0
+			f := newFixture(t, func(c *Config) {
+				c.Now = func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+			})
+			tt.prepare(f)
+			ts := httptest.NewServer(f.srv.Handler())
+			defer ts.Close()
+			for range 100 {
+				get(t, ts.URL+tt.path, "")
+			}
+			if n := strings.Count(f.logs.String(), tt.level); n == 0 || n > remoteLogBurst {
+				t.Fatalf("100 requests from one address wrote %d %s lines, want 1-%d", n, tt.level, remoteLogBurst)
+			}
+			f.logs.Reset()
+			mu.Lock()
+			now = now.Add(remoteLogEvery)
+			mu.Unlock()
+			get(t, ts.URL+tt.path, "")
+			if want := fmt.Sprintf("suppressed=%d", 100-remoteLogBurst); !strings.Contains(f.logs.String(), want) {
+				t.Errorf("next line lacks %s:\n%s", want, f.logs.String())
+			}
+		})
+	}
+}
+
+// TestForgedDHCPUUIDIsNotSigned: someone who sends a DHCP request with the
+// MAC of a machine whose entry pins no UUID, and a UUID of their choosing,
+// before or after the machine's own request, cannot make the machine's
+// assertion carry that UUID: two UUIDs for one MAC within the
+// observations' age put none in the assertion.
+func TestForgedDHCPUUIDIsNotSigned(t *testing.T) {
+	const (
+		macOpen  = "52:54:00:00:00:04"
+		realUUID = "aaaaaaaa-0000-4000-8000-000000000001"
+		forged   = "bbbbbbbb-0000-4000-8000-000000000002"
+	)
+	for _, order := range [][]string{{realUUID, forged}, {forged, realUUID}} {
+		seen := discovery.NewObservations(discovery.ObservationsConfig{MaxAge: time.Minute})
+		f := newFixture(t, func(c *Config) { c.Observed = seen })
+		f.put(t, "node-1", &sitev1.ProxyDhcpEntry{Mac: macOpen, WorkflowId: "wf-45", NotAfter: timestamppb.New(t0.Add(time.Hour))})
+		ts := httptest.NewServer(f.srv.Handler())
+		for i, u := range order {
+			seen.Observe(discovery.Sighting{MAC: macOpen, ProductUUID: u, At: t0.Add(time.Duration(i-2) * 10 * time.Second)})
+		}
+		code, body := get(t, ts.URL+"/ipxe?mac="+macOpen+"&uuid="+order[1], "")
+		ts.Close()
+		if code != 200 {
+			t.Fatalf("%d %s", code, body)
+		}
+		if got := verifyAssertion(t, f, kernelParams(t, body)["bc.assertion"]).GetProductUuid(); got != "" {
+			t.Errorf("DHCP saw %v for one MAC; the assertion says product_uuid %q, want none", order, got)
+		}
+	}
+}
