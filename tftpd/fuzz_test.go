@@ -53,19 +53,33 @@ func FuzzParseRRQ(f *testing.F) {
 }
 
 // probe fetches the one-block file "tiny" and fails the test unless a
-// DATA packet comes back. Other packets are skipped: a fresh socket may
-// reuse the port of an earlier one and catch a late packet meant for it.
+// DATA packet comes back. It retransmits its request every second, as
+// firmware does: a fresh socket may reuse the port of an earlier probe
+// whose transfer the server has not retired yet, and a repeated request of
+// a running transfer is ignored by design. Other packets are skipped (a
+// late packet meant for an earlier socket on the same port).
 func probe(t *testing.T, server string) {
 	t.Helper()
-	conn := dialRaw(t, server, request(1, "tiny", "octet"))
+	req := request(1, "tiny", "octet")
+	conn := dialRaw(t, server, req)
 	defer conn.Close()
-	for {
-		p, from := readPacket(t, conn)
-		if binary.BigEndian.Uint16(p) == 3 && binary.BigEndian.Uint16(p[2:]) == 1 {
+	buf := make([]byte, 65536)
+	for try := 0; try < 5; {
+		if err := conn.SetReadDeadline(time.Now().Add(time.Second)); err != nil {
+			t.Fatal(err)
+		}
+		n, from, err := conn.ReadFromUDP(buf)
+		if err != nil {
+			try++
+			send(t, conn, server, req)
+			continue
+		}
+		if n >= 4 && binary.BigEndian.Uint16(buf) == 3 && binary.BigEndian.Uint16(buf[2:]) == 1 {
 			ack(t, conn, from, 1)
 			return
 		}
 	}
+	t.Fatal("the server no longer serves a valid request (5 tries, 1 s apart)")
 }
 
 // FuzzParseRequest checks the request parser: no panic, an accepted
