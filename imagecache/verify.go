@@ -72,14 +72,18 @@ func fileHasDigest(ctx context.Context, path string, d [32]byte, done *pull.Prog
 }
 
 // verifyAll hashes every blob waiting in StateVerifying, pinned ones first,
-// then the most recently used, until none is left or ctx ends. A blob that
-// verifies is served from then on; one that does not is deleted, and
-// pulled again if it is wanted.
+// then the most recently used, and then waits for a ready blob to be found
+// changed on disk, until ctx ends. A blob that verifies is served from then
+// on; one that does not is deleted, and pulled again if it is wanted.
 func (c *Cache) verifyAll(ctx context.Context) {
 	for ctx.Err() == nil {
 		e := c.nextToVerify()
 		if e == nil {
-			return
+			select {
+			case <-ctx.Done():
+			case <-c.reverify:
+			}
+			continue
 		}
 		ok, err := fileHasDigest(ctx, c.blobPath(e.digest), e.digest, &e.progress)
 		if ctx.Err() != nil {
