@@ -43,13 +43,40 @@ func (b blobs) Acquire(d [32]byte) (serve.Blob, bool, error) {
 	}
 	e.readers++
 	e.lastUsed, c.dirty = c.cfg.Now(), true
+	want, size := e.stamp, e.size
 	c.mu.Unlock()
 	f, err := openBlob(c.blobPath(d))
 	if err != nil {
 		c.release(e)
 		return serve.Blob{}, false, err
 	}
-	return serve.Blob{File: f, Size: e.size, Release: e.release}, true, nil
+	if fi, err := f.Stat(); err != nil || stampOfInfo(fi) != want {
+		f.Close()
+		c.release(e)
+		c.changedOnDisk(e, want)
+		return serve.Blob{}, false, nil
+	}
+	return serve.Blob{File: f, Size: size, Release: e.release}, true, nil
+}
+
+// changedOnDisk sends a ready blob whose file is no longer the one that was
+// verified (written to, or replaced, while the cache runs) back to
+// StateVerifying, and wakes the verifier: it is not served until its hash
+// is checked again.
+func (c *Cache) changedOnDisk(e *entry, verified stamp) {
+	c.mu.Lock()
+	if c.entries[e.digest] != e || e.state != StateReady || e.stamp != verified {
+		c.mu.Unlock() // evicted, or already handled
+		return
+	}
+	e.state, e.stamp, c.dirty = StateVerifying, stamp{}, true
+	c.log.Warn("imagecache: blob changed on disk since it was verified; verifying it again", "sha256", hexOf(e.digest))
+	c.notifyLocked()
+	c.mu.Unlock()
+	select {
+	case c.reverify <- struct{}{}:
+	default:
+	}
 }
 
 // Pending reports whether d is on its way to ready.

@@ -39,7 +39,8 @@ type Cache struct {
 	seq     uint64        // queue order
 	dirty   bool          // last-used times changed since the last index write
 
-	kick chan struct{}
+	kick     chan struct{}
+	reverify chan struct{} // a ready blob changed on disk: wakes the verifier
 }
 
 // entry is one image. Fields without a comment are guarded by Cache.mu.
@@ -94,6 +95,7 @@ func Open(cfg Config) (*Cache, error) {
 		entries:   make(map[[32]byte]*entry),
 		changed:   make(chan struct{}),
 		kick:      make(chan struct{}, 1),
+		reverify:  make(chan struct{}, 1),
 	}
 	if err := c.openDir(); err != nil {
 		return nil, err

@@ -14,7 +14,7 @@ import (
 )
 
 // Run pulls the queued images with Config.Concurrency workers, verifies
-// again the blobs Open found changed, requeues failed images after
+// again the blobs Open (or a request, while it runs) found changed, requeues failed images after
 // Config.RetryFailed and persists last-used times every
 // Config.FlushInterval, until ctx ends. A pull interrupted by ctx keeps its
 // checkpoint and resumes at the next Run. Call it once.

@@ -23,9 +23,10 @@ const (
 	StateEvicting
 	// StateFailed: the pull failed (Info.Reason says why); nothing is kept.
 	StateFailed
-	// StateVerifying: a blob found at Open whose file is not the one
-	// verified before (another inode, size, mtime or ctime, or no record
-	// of it) is hashed again by Run before it is served; a mismatch
+	// StateVerifying: a blob found at Open, or by a request while the
+	// cache runs, whose file is not the one verified before (another
+	// inode, size, mtime or ctime, or no record of it) is hashed again by
+	// Run before it is served; a mismatch
 	// deletes it (and pulls it again when wanted).
 	StateVerifying
 )

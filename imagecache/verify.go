@@ -45,21 +45,29 @@ func stampOf(path string) (stamp, error) {
 const hashChunk = 4 << 20
 
 // fileHasDigest hashes the file at path and compares it with d, counting
-// the bytes hashed in done (when not nil) and stopping when ctx ends.
-func fileHasDigest(ctx context.Context, path string, d [32]byte, done *pull.Progress) (bool, error) {
+// the bytes hashed in done (when not nil) and stopping when ctx ends. It
+// returns the stamp of the file it hashed; a file that is written to or
+// replaced while it is hashed is an error, so that the stamp a caller
+// records is that of the bytes hashed.
+func fileHasDigest(ctx context.Context, path string, d [32]byte, done *pull.Progress) (stamp, bool, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return false, err
+		return stamp{}, false, err
 	}
 	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return stamp{}, false, err
+	}
+	before := stampOfInfo(fi)
 	h, buf := sha256.New(), make([]byte, 1<<20)
 	for {
 		if err := ctx.Err(); err != nil {
-			return false, err
+			return stamp{}, false, err
 		}
 		n, err := io.CopyBuffer(h, io.LimitReader(f, hashChunk), buf)
 		if err != nil {
-			return false, err
+			return stamp{}, false, err
 		}
 		if done != nil {
 			done.Done.Add(n)
@@ -68,24 +76,31 @@ func fileHasDigest(ctx context.Context, path string, d [32]byte, done *pull.Prog
 			break
 		}
 	}
-	return [32]byte(h.Sum(nil)) == d, nil
+	if after, err := stampOf(path); err != nil || after != before {
+		return stamp{}, false, errors.Join(errors.New("the file changed while it was hashed"), err)
+	}
+	return before, [32]byte(h.Sum(nil)) == d, nil
 }
 
 // verifyAll hashes every blob waiting in StateVerifying, pinned ones first,
-// then the most recently used, until none is left or ctx ends. A blob that
-// verifies is served from then on; one that does not is deleted, and
-// pulled again if it is wanted.
+// then the most recently used, and then waits for a ready blob to be found
+// changed on disk, until ctx ends. A blob that verifies is served from then
+// on; one that does not is deleted, and pulled again if it is wanted.
 func (c *Cache) verifyAll(ctx context.Context) {
 	for ctx.Err() == nil {
 		e := c.nextToVerify()
 		if e == nil {
-			return
+			select {
+			case <-ctx.Done():
+			case <-c.reverify:
+			}
+			continue
 		}
-		ok, err := fileHasDigest(ctx, c.blobPath(e.digest), e.digest, &e.progress)
+		st, ok, err := fileHasDigest(ctx, c.blobPath(e.digest), e.digest, &e.progress)
 		if ctx.Err() != nil {
 			return // still verifying: the next Run starts it again
 		}
-		c.verified(e, ok, err)
+		c.verified(e, st, ok, err)
 	}
 }
 
@@ -116,22 +131,19 @@ func (c *Cache) verifyBeforeLocked(a, b *entry) bool {
 	return a.lastUsed.After(b.lastUsed)
 }
 
-// verified records the outcome of hashing e's blob again.
-func (c *Cache) verified(e *entry, ok bool, err error) {
-	st, serr := stampOf(c.blobPath(e.digest))
+// verified records the outcome of hashing e's blob again: st is the file
+// that was hashed.
+func (c *Cache) verified(e *entry, st stamp, ok bool, err error) {
 	c.mu.Lock()
 	if c.entries[e.digest] != e || e.state != StateVerifying {
 		c.mu.Unlock() // removed or evicted meanwhile
 		return
 	}
 	switch {
-	case err == nil && ok && serr == nil && st.Size == e.size:
+	case err == nil && ok && st.Size == e.size:
 		e.state, e.stamp = StateReady, st
 		c.log.Info("imagecache: blob verified again", "sha256", hexOf(e.digest), "size", e.size)
 	default:
-		if err == nil && serr != nil {
-			err = serr
-		}
 		if err == nil {
 			err = errors.New("sha256 mismatch")
 		}

@@ -11,7 +11,7 @@
 //     ("bios", "x86_64-efi", "arm64-efi", ...);
 //   - lists the files with their sizes and digests for status (Files);
 //   - opens a file by exact name for the TFTP server (Open), refusing any
-//     name outside the set and any file whose size, mtime or identity
+//     name outside the set and any file whose size, mtime, ctime or identity
 //     changed since it was hashed, so the bytes served always match the
 //     digest shown;
 //   - serves GET and HEAD /boot/<name> over HTTP with ranges (Handler).

@@ -2,6 +2,7 @@ package images
 
 import (
 	"errors"
+	"log/slog"
 	"net/http"
 	"strings"
 
@@ -43,8 +44,9 @@ func (s *Set) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	defer f.Close()
 	e := s.files[name]
 	code, sent, err := httpfile.Serve(w, r, f, e.Size, e.etag)
-	log.Info("served boot file", "file", name, "size", e.Size, "range", redact.Clip(r.Header.Get("Range")),
-		"status", code, "bytes", sent)
+	level, held := s.logLevel(r.RemoteAddr, slog.LevelInfo)
+	log.Log(r.Context(), level, "served boot file", "file", name, "size", e.Size,
+		"range", redact.Clip(r.Header.Get("Range")), "status", code, "bytes", sent, held)
 	if err != nil {
 		log.Debug("boot file response cut short", "err", err)
 	}

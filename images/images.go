@@ -5,10 +5,13 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"net/netip"
 	"os"
 	"sort"
 	"sync/atomic"
 	"time"
+
+	"github.com/siteboot/siteboot/internal/ratelimit"
 )
 
 // Default bounds of a scan.
@@ -67,6 +70,7 @@ type Set struct {
 	roots    []*os.Root
 	files    map[string]*entry
 	defaults map[string]string
+	logs     *ratelimit.Keyed[netip.Addr] // served lines, per client address
 }
 
 // entry is a File plus where it lives and what it looked like at load.
@@ -97,7 +101,7 @@ func Load(cfg Config) (*Set, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	s := &Set{log: log, files: map[string]*entry{}, defaults: map[string]string{}}
+	s := &Set{log: log, files: map[string]*entry{}, defaults: map[string]string{}, logs: newLogLimit()}
 	dir, err := pickDir(cfg.Dir)
 	if err != nil {
 		return nil, err

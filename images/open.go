@@ -11,8 +11,8 @@ import (
 
 // Open opens the boot file with exactly this name for reading and returns
 // it with its size. It refuses an invalid name (ErrInvalidName), a name not
-// in the set (ErrNotFound) and a file whose size, mtime or identity differs
-// from what was hashed at load (ErrChanged, logged at Warn the first time),
+// in the set (ErrNotFound) and a file whose size, mtime, ctime or identity
+// differs from what was hashed at load (ErrChanged, logged at Warn the first time),
 // so every byte served matches the digest Files shows. Running out of file
 // descriptors (EMFILE, ENFILE) is returned as that, not as ErrChanged. The
 // caller closes the file.

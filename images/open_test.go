@@ -97,6 +97,14 @@ func TestOpenRefusesChangedFiles(t *testing.T) {
 				t.Fatal(err)
 			}
 		}},
+		{"rewritten in place keeping size and mtime", func(t *testing.T, p string, mtime time.Time) {
+			if err := os.WriteFile(p, noise(len(kpxe), 44), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Chtimes(p, mtime, mtime); err != nil {
+				t.Fatal(err)
+			}
+		}},
 		{"replaced keeping size and mtime", func(t *testing.T, p string, mtime time.Time) {
 			tmp := p + ".new"
 			if err := os.WriteFile(tmp, noise(len(kpxe), 43), 0o644); err != nil {

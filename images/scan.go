@@ -11,6 +11,7 @@ import (
 	"path"
 	"path/filepath"
 	"sort"
+	"syscall"
 )
 
 const (
@@ -214,7 +215,16 @@ func (sc *scanner) hash(f found) (*entry, []byte, error) {
 }
 
 // sameState reports whether two stats of a file show the same file with
-// the same size and mtime.
+// the same size, mtime and ctime: a write through the file system changes
+// the ctime, which, unlike the mtime, cannot be set back.
 func sameState(a, b fs.FileInfo) bool {
-	return a.Size() == b.Size() && a.ModTime().Equal(b.ModTime()) && os.SameFile(a, b)
+	return a.Size() == b.Size() && a.ModTime().Equal(b.ModTime()) && os.SameFile(a, b) && ctime(a) == ctime(b)
+}
+
+// ctime is a stat's change time in ns, 0 where the platform gives none.
+func ctime(fi fs.FileInfo) int64 {
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		return st.Ctim.Nano()
+	}
+	return 0
 }

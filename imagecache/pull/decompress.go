@@ -9,6 +9,7 @@ import (
 
 	"github.com/klauspost/compress/gzip"
 	"github.com/klauspost/compress/zstd"
+	"github.com/siteboot/siteboot/internal/redact"
 )
 
 // maxZstdWindow bounds the memory a zstd stream may demand (zstd --long=28).
@@ -33,7 +34,7 @@ func (j *job) attemptDecompress(ctx context.Context) error {
 		if err := statusError(resp); err != nil {
 			return err
 		}
-		return fmt.Errorf("origin answered %s to a request without Range", resp.Status)
+		return fmt.Errorf("origin answered %s to a request without Range", redact.Clip(resp.Status))
 	}
 	if err := j.admit(); err != nil { // the decoded size is the catalog's, if it gives one
 		return err

@@ -2,6 +2,7 @@ package pull
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -59,7 +60,7 @@ func (j *job) get(ctx context.Context) (*http.Response, io.Reader, func(), error
 	if err != nil {
 		stall.Stop()
 		cancel(nil)
-		return nil, nil, nil, fmt.Errorf("get %s: %w", redact.URL(j.req.URL), causeOr(actx, redact.URLError(err)))
+		return nil, nil, nil, fmt.Errorf("get %s: %w", redact.URL(j.req.URL), clipped(causeOr(actx, redact.URLError(err))))
 	}
 	body := &stallReader{r: resp.Body, t: stall, d: timeout, ctx: actx}
 	done := func() {
@@ -68,6 +69,19 @@ func (j *job) get(ctx context.Context) (*http.Response, io.Reader, func(), error
 		resp.Body.Close()
 	}
 	return resp, body, done, nil
+}
+
+// maxErrText bounds the text of a transport error, which quotes what the
+// origin sent (a malformed status line or header, up to the transport's
+// limit of megabytes) and goes into logs, the failure reason and the index.
+const maxErrText = 512
+
+// clipped is err, or an error with its text cut to maxErrText when longer.
+func clipped(err error) error {
+	if s := err.Error(); len(s) > maxErrText {
+		return errors.New(s[:maxErrText] + "…")
+	}
+	return err
 }
 
 // validator is what If-Range carries: the strong ETag, else Last-Modified.
@@ -109,9 +123,9 @@ func statusError(resp *http.Response) error {
 	case code == http.StatusOK || code == http.StatusPartialContent:
 		return nil
 	case code == http.StatusRequestTimeout || code == http.StatusTooManyRequests || code >= 500:
-		return fmt.Errorf("origin answered %s", resp.Status)
+		return fmt.Errorf("origin answered %s", redact.Clip(resp.Status))
 	}
-	return permanentf("origin answered %s", resp.Status)
+	return permanentf("origin answered %s", redact.Clip(resp.Status))
 }
 
 // accept checks the origin's answer against the pull's state: a whole
@@ -139,7 +153,7 @@ func (j *job) accept(resp *http.Response) error {
 		if err := j.reset(); err != nil {
 			return err
 		}
-		return fmt.Errorf("origin answered %s to a request from byte %d, starting over", resp.Status, j.off)
+		return fmt.Errorf("origin answered %s to a request from byte %d, starting over", redact.Clip(resp.Status), j.off)
 	default:
 		if err := statusError(resp); err != nil {
 			return err

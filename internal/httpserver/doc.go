@@ -13,7 +13,11 @@
 //     stopped cannot hold a file open, or an image in EVICTING, for long;
 //   - ReadHeaderTimeout for a request head, IdleTimeout between requests,
 //     and request heads of at most 64 KiB (431 beyond), so that a head
-//     costs bounded memory whatever the number of connections.
+//     costs bounded memory whatever the number of connections;
+//   - a request that announces a body (no handler reads one) has
+//     ReadHeaderTimeout more to send it, and its connection is closed
+//     after the answer, so announcing a body and sending none holds
+//     nothing.
 //
 // The deadline needs no allocation per request: each connection keeps its
 // state, and file bodies go out through its own sendfile loop (the one Go

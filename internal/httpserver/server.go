@@ -132,6 +132,22 @@ func defaultMaxConnections(limit int64) int {
 	return int(max(64, min(DefaultMaxConnections, (limit-reservedFDs)/2)))
 }
 
+// boundBody gives a request that announces a body ReadHeaderTimeout more
+// to send it, and closes its connection after the answer. No handler here
+// reads a body, but net/http reads up to 256 KiB of an unread one before it
+// sends the answer's head and again after the handler, with no deadline of
+// its own: a client that announced a body and sent none would hold its
+// connection, and what the handler holds open, for ever.
+func boundBody(h http.Handler, d time.Duration) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Body != http.NoBody {
+			_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(d))
+			w.Header().Set("Connection", "close")
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
 // MaxConnections is the cap in force, defaults applied.
 func (s *Server) MaxConnections() int { return s.cfg.MaxConnections }
 
@@ -145,7 +161,7 @@ func (s *Server) Listener(ln net.Listener) net.Listener { return &listener{Liste
 // its own to wait for (a Shutdown method, as the fast path has).
 func (s *Server) Serve(ctx context.Context, ln net.Listener, h http.Handler) error {
 	srv := &http.Server{
-		Handler:           h,
+		Handler:           boundBody(h, s.cfg.ReadHeaderTimeout),
 		ReadHeaderTimeout: s.cfg.ReadHeaderTimeout,
 		IdleTimeout:       s.cfg.IdleTimeout,
 		MaxHeaderBytes:    maxHeaderBytes,
