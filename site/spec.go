@@ -62,6 +62,9 @@ func validateCacheImage(field string, img *sitev1.CacheImage) error {
 	if len(img.GetSha256()) != 32 {
 		return fieldErr(field+".sha256", "is %d bytes; a SHA-256 digest is 32", len(img.GetSha256()))
 	}
+	if [32]byte(img.GetSha256()) == ([32]byte{}) {
+		return fieldErr(field+".sha256", "is all zeros, which is no image's digest")
+	}
 	f := img.GetFormat()
 	if len(f) > 16 || strings.Trim(f, "abcdefghijklmnopqrstuvwxyz0123456789.-") != "" {
 		return fieldErr(field+".format", "%q is not a format name (like iso, raw, qcow2)", f)

@@ -28,6 +28,7 @@ func TestValidateSiteSpecRefusals(t *testing.T) {
 		{"no url", &sitev1.SiteSpec{CacheImages: []*sitev1.CacheImage{{Sha256: digest(1)}}}, "cache_images[0].url"},
 		{"relative url", &sitev1.SiteSpec{CacheImages: []*sitev1.CacheImage{{Url: "a.iso", Sha256: digest(1)}}}, "cache_images[0].url"},
 		{"short digest", &sitev1.SiteSpec{CacheImages: []*sitev1.CacheImage{{Url: "http://h/a", Sha256: digest(1)[:16]}}}, "cache_images[0].sha256"},
+		{"zero digest", &sitev1.SiteSpec{CacheImages: []*sitev1.CacheImage{{Url: "http://h/a", Sha256: digest(0)}}}, "cache_images[0].sha256"},
 		{"dup digest", &sitev1.SiteSpec{CacheImages: []*sitev1.CacheImage{img(1), img(1)}}, "cache_images[1].sha256"},
 		{"bad format", &sitev1.SiteSpec{CacheImages: []*sitev1.CacheImage{{Url: "http://h/a", Sha256: digest(1), Format: "ISO 9660"}}}, "cache_images[0].format"},
 		{"nil image", &sitev1.SiteSpec{CacheImages: []*sitev1.CacheImage{nil}}, "cache_images[0]"},
@@ -97,6 +98,7 @@ func TestImageWantRefusals(t *testing.T) {
 		"image.url":     {Image: &sitev1.CacheImage{Sha256: digest(1)}},
 		"compression":   {Image: img(1), Compression: "xz"},
 		"source_sha256": {Image: img(1), SourceSha256: digest(2)},
+		"image.sha256":  {Image: &sitev1.CacheImage{Url: "http://h/a", Sha256: digest(0)}},
 	} {
 		var fe *FieldError
 		if _, err := s.AddImage(context.Background(), w); !errors.As(err, &fe) || fe.Field != name {
