@@ -13,6 +13,8 @@ import (
 
 // Bounds on the site spec.
 const (
+	// MaxImages bounds the spec's cache_images, and the hand-added images
+	// the state holds besides them.
 	MaxImages       = 1000
 	MaxProxyTargets = 10000
 	maxAddresses    = 16
