@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/siteboot/siteboot/appliance"
 	sitebootv1 "github.com/siteboot/siteboot/gen/siteboot/v1"
+	"golang.org/x/net/netutil"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/health"
@@ -34,6 +35,16 @@ type Config struct {
 
 // MaxMessageBytes bounds a request; larger ones are refused before decoding.
 const MaxMessageBytes = 4 << 20
+
+// Bounds on the TCP listener, which anyone who reaches it can dial.
+const (
+	// MaxTCPConns bounds the TCP connections served at once; more wait in
+	// the kernel's backlog, unaccepted.
+	MaxTCPConns = 64
+	// TLSHandshakeTimeout bounds a TCP connection's TLS and HTTP/2
+	// handshake (gRPC's own default is 120 s).
+	TLSHandshakeTimeout = 5 * time.Second
+)
 
 // Server is the admin API.
 type Server struct {
@@ -69,13 +80,13 @@ func (s *Server) setServing(ok bool) {
 	s.health.SetServingStatus(sitebootv1.SiteBoot_ServiceDesc.ServiceName, st)
 }
 
-func (s *Server) grpcServer(creds credentials.TransportCredentials) *grpc.Server {
-	g := grpc.NewServer(
+func (s *Server) grpcServer(creds credentials.TransportCredentials, opts ...grpc.ServerOption) *grpc.Server {
+	g := grpc.NewServer(append([]grpc.ServerOption{
 		grpc.Creds(creds),
 		grpc.MaxRecvMsgSize(MaxMessageBytes),
 		grpc.ChainUnaryInterceptor(s.observe, s.authorize),
 		grpc.ChainStreamInterceptor(s.authorizeStream),
-	)
+	}, opts...)...)
 	sitebootv1.RegisterSiteBootServer(g, s)
 	healthpb.RegisterHealthServer(g, s.health)
 	return g
@@ -88,12 +99,15 @@ func (s *Server) ServeUnix(ctx context.Context, l net.Listener) error {
 }
 
 // ServeTLS serves the API on a TCP listener with mutual TLS until ctx ends.
-// conf must require and verify client certificates.
+// conf must require and verify client certificates. At most MaxTCPConns
+// connections are served at once, each given TLSHandshakeTimeout to
+// complete its handshakes.
 func (s *Server) ServeTLS(ctx context.Context, l net.Listener, conf *tls.Config) error {
 	if conf.ClientAuth != tls.RequireAndVerifyClientCert {
 		return errors.New("admin: TCP listener needs mutual TLS (RequireAndVerifyClientCert)")
 	}
-	return s.serve(ctx, s.grpcServer(credentials.NewTLS(conf)), l)
+	g := s.grpcServer(credentials.NewTLS(conf), grpc.ConnectionTimeout(TLSHandshakeTimeout))
+	return s.serve(ctx, g, netutil.LimitListener(l, MaxTCPConns))
 }
 
 func (s *Server) serve(ctx context.Context, g *grpc.Server, l net.Listener) error {

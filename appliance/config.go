@@ -56,7 +56,7 @@ type Config struct {
 		MaxPerSource int    `yaml:"max_per_source" doc:"TFTP transfers at once from one client address"`
 	} `yaml:"tftp"`
 	Secrets struct {
-		Dir       string `yaml:"dir" doc:"the only directory whose files file:// secret refs may name (regular files, no symlinks; never the data dir)"`
+		Dir       string `yaml:"dir" doc:"the only directory whose files file:// secret refs may name (regular files, no symlinks; never the data dir nor a TLS key)"`
 		EnvPrefix string `yaml:"env_prefix" doc:"env:// secret refs may name only variables whose names start with this"`
 	} `yaml:"secrets"`
 	BootFiles struct {
@@ -341,7 +341,15 @@ func (c *Config) TFTPConfig(files tftpd.Files) tftpd.Config {
 }
 
 // SecretPolicy confines secret refs to secrets.dir and secrets.env_prefix,
-// never the data dir (it holds the node key).
+// never the data dir (it holds the node key) nor the TLS keys: whoever may
+// add an entry may name any resolvable ref as its token and fetch it over
+// HTTP.
 func (c *Config) SecretPolicy() secretref.Policy {
-	return secretref.Policy{Dir: c.Secrets.Dir, EnvPrefix: c.Secrets.EnvPrefix, Deny: []string{c.DataDir}}
+	deny := []string{c.DataDir}
+	for _, key := range []string{c.Admin.TLS.Key, c.Lease.Raft.TLS.Key} {
+		if abs, err := filepath.Abs(key); key != "" && err == nil {
+			deny = append(deny, abs)
+		}
+	}
+	return secretref.Policy{Dir: c.Secrets.Dir, EnvPrefix: c.Secrets.EnvPrefix, Deny: deny}
 }

@@ -68,7 +68,7 @@ func CheckTransport(bind string, files TLSFiles) error {
 		return &TransportError{Field: "bind", Reason: fmt.Sprintf("%q: %v", bind, err)}
 	}
 	ip, ipErr := netip.ParseAddr(host)
-	if host == "" || (ipErr == nil && ip.IsUnspecified()) {
+	if host == "" || (ipErr == nil && ip.Unmap().IsUnspecified()) {
 		return &TransportError{Field: "bind", Reason: fmt.Sprintf(
 			"%q listens on every address; raft needs the one address its peers dial (like 10.0.0.2:7390)", bind)}
 	}

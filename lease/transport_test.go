@@ -30,6 +30,10 @@ func TestCheckTransport(t *testing.T) {
 		{"dns name plain", "localhost:7390", TLSFiles{}, "bind", "not a loopback address"},
 		{"every address", "0.0.0.0:7390", all, "bind", "every address"},
 		{"every address, no host", ":7390", all, "bind", "every address"},
+		{"every address, v6", "[::]:7390", all, "bind", "every address"},
+		// Go listens on [::] for it: every v4 and v6 address.
+		{"every address, v4-mapped", "[::ffff:0.0.0.0]:7390", all, "bind", "every address"},
+		{"loopback v4-mapped plain", "[::ffff:127.0.0.1]:7390", TLSFiles{}, "", ""},
 		{"no port", "10.0.0.2", all, "bind", "missing port"},
 		{"key missing", "10.0.0.2:7390", TLSFiles{CA: "ca.pem", Cert: "c.pem"}, "tls.key", "missing: tls.key"},
 		{"ca missing", "127.0.0.1:7390", TLSFiles{Cert: "c.pem", Key: "k.pem"}, "tls.ca", "missing: tls.ca"},

@@ -13,6 +13,8 @@ import (
 
 // Bounds on the site spec.
 const (
+	// MaxImages bounds the spec's cache_images, and the hand-added images
+	// the state holds besides them.
 	MaxImages       = 1000
 	MaxProxyTargets = 10000
 	maxAddresses    = 16
@@ -61,6 +63,9 @@ func validateCacheImage(field string, img *sitev1.CacheImage) error {
 	}
 	if len(img.GetSha256()) != 32 {
 		return fieldErr(field+".sha256", "is %d bytes; a SHA-256 digest is 32", len(img.GetSha256()))
+	}
+	if [32]byte(img.GetSha256()) == ([32]byte{}) {
+		return fieldErr(field+".sha256", "is all zeros, which is no image's digest")
 	}
 	f := img.GetFormat()
 	if len(f) > 16 || strings.Trim(f, "abcdefghijklmnopqrstuvwxyz0123456789.-") != "" {

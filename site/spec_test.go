@@ -3,7 +3,9 @@ package site
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -11,6 +13,7 @@ import (
 	sitev1 "github.com/siteboot/siteboot/gen/bettercompute/site/v1"
 	statev1 "github.com/siteboot/siteboot/gen/siteboot/state/v1"
 	"google.golang.org/protobuf/testing/protocmp"
+	"google.golang.org/protobuf/types/known/timestamppb"
 )
 
 func digest(b byte) []byte { return bytes.Repeat([]byte{b}, 32) }
@@ -28,6 +31,7 @@ func TestValidateSiteSpecRefusals(t *testing.T) {
 		{"no url", &sitev1.SiteSpec{CacheImages: []*sitev1.CacheImage{{Sha256: digest(1)}}}, "cache_images[0].url"},
 		{"relative url", &sitev1.SiteSpec{CacheImages: []*sitev1.CacheImage{{Url: "a.iso", Sha256: digest(1)}}}, "cache_images[0].url"},
 		{"short digest", &sitev1.SiteSpec{CacheImages: []*sitev1.CacheImage{{Url: "http://h/a", Sha256: digest(1)[:16]}}}, "cache_images[0].sha256"},
+		{"zero digest", &sitev1.SiteSpec{CacheImages: []*sitev1.CacheImage{{Url: "http://h/a", Sha256: digest(0)}}}, "cache_images[0].sha256"},
 		{"dup digest", &sitev1.SiteSpec{CacheImages: []*sitev1.CacheImage{img(1), img(1)}}, "cache_images[1].sha256"},
 		{"bad format", &sitev1.SiteSpec{CacheImages: []*sitev1.CacheImage{{Url: "http://h/a", Sha256: digest(1), Format: "ISO 9660"}}}, "cache_images[0].format"},
 		{"nil image", &sitev1.SiteSpec{CacheImages: []*sitev1.CacheImage{nil}}, "cache_images[0]"},
@@ -97,6 +101,7 @@ func TestImageWantRefusals(t *testing.T) {
 		"image.url":     {Image: &sitev1.CacheImage{Sha256: digest(1)}},
 		"compression":   {Image: img(1), Compression: "xz"},
 		"source_sha256": {Image: img(1), SourceSha256: digest(2)},
+		"image.sha256":  {Image: &sitev1.CacheImage{Url: "http://h/a", Sha256: digest(0)}},
 	} {
 		var fe *FieldError
 		if _, err := s.AddImage(context.Background(), w); !errors.As(err, &fe) || fe.Field != name {
@@ -153,5 +158,46 @@ func TestSpecSurvivesSnapshot(t *testing.T) {
 	case <-r.Changed():
 	default:
 		t.Fatal("restore did not signal a change")
+	}
+}
+
+// Hand-added images are bounded like the spec's, so a runaway client cannot
+// grow the state (and every sync of the wanted set) without limit; a
+// snapshot past the bound keeps the first MaxImages.
+func TestHandAddedImagesAreBounded(t *testing.T) {
+	want := func(i int) *statev1.ImageWant {
+		d := make([]byte, 32)
+		binary.BigEndian.PutUint32(d, uint32(i)+1)
+		return &statev1.ImageWant{Image: &sitev1.CacheImage{Url: fmt.Sprintf("https://h/%d.iso", i), Sha256: d}}
+	}
+	add := func(i int) []byte {
+		return mustMarshal(t, &statev1.SiteCommand{At: timestamppb.New(testNow),
+			Op: &statev1.SiteCommand_AddImage{AddImage: &statev1.AddImage{Want: want(i)}}})
+	}
+	st := NewState()
+	for i := range MaxImages {
+		if err, failed := st.ApplyCommand(add(i)).(error); failed {
+			t.Fatalf("image %d: %v", i, err)
+		}
+	}
+	before, _ := st.MarshalState()
+	if res, ok := st.ApplyCommand(add(MaxImages)).(*LimitError); !ok {
+		t.Fatalf("image %d past the bound: %v; want a *LimitError", MaxImages, res)
+	}
+	if after, _ := st.MarshalState(); !bytes.Equal(before, after) {
+		t.Fatal("the refused image changed the state")
+	}
+	// Adding an image held already replaces it, at the bound too.
+	if err, failed := st.ApplyCommand(add(0)).(error); failed {
+		t.Fatalf("re-adding a held image: %v", err)
+	}
+
+	r := NewState()
+	snap := &statev1.SiteState{Images: append(st.HandAddedImages(), want(MaxImages))}
+	if err := r.RestoreState(mustMarshal(t, snap)); err != nil {
+		t.Fatal(err)
+	}
+	if got := len(r.HandAddedImages()); got != MaxImages {
+		t.Fatalf("restored %d hand-added images; want %d", got, MaxImages)
 	}
 }

@@ -169,13 +169,15 @@ func (s *State) restoreEntries(in []*statev1.StoredEntry) (map[string]*statev1.S
 }
 
 func (s *State) restoreImages(in []*statev1.ImageWant) map[string]*statev1.ImageWant {
-	images := make(map[string]*statev1.ImageWant, len(in))
+	images := make(map[string]*statev1.ImageWant, min(len(in), MaxImages))
 	var skipped []error
 	for i, w := range in {
 		err := ValidateImageWant(w)
 		if err == nil {
 			if _, dup := images[string(w.GetImage().GetSha256())]; dup {
 				err = fieldErr("image.sha256", "%x is listed twice", w.GetImage().GetSha256())
+			} else if len(images) >= MaxImages {
+				err = &LimitError{Reason: fmt.Sprintf("past the limit of %d hand-added images", MaxImages)}
 			}
 		}
 		if err != nil {

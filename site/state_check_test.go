@@ -175,6 +175,12 @@ func TestApplyRefusesInvalidCommandsWhole(t *testing.T) {
 			c.Op = &statev1.SiteCommand_AddImage{AddImage: &statev1.AddImage{Want: &statev1.ImageWant{
 				Image: &sitev1.CacheImage{Url: "https://h/x", Sha256: digest(3)[:5]}}}}
 		}), "image.sha256"},
+		// The image cache refuses the all-zero digest; held in the state it
+		// would fail every sync of the wanted images, and the next start.
+		{"image with zero digest", cmd(func(c *statev1.SiteCommand) {
+			c.Op = &statev1.SiteCommand_AddImage{AddImage: &statev1.AddImage{Want: &statev1.ImageWant{
+				Image: &sitev1.CacheImage{Url: "https://h/x", Sha256: digest(0)}}}}
+		}), "image.sha256"},
 		{"image without image", cmd(func(c *statev1.SiteCommand) {
 			c.Op = &statev1.SiteCommand_AddImage{AddImage: &statev1.AddImage{}}
 		}), "image"},

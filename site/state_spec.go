@@ -2,6 +2,7 @@ package site
 
 import (
 	"bytes"
+	"fmt"
 	"slices"
 
 	sitev1 "github.com/siteboot/siteboot/gen/bettercompute/site/v1"
@@ -30,7 +31,11 @@ func (s *State) applySpec(spec *sitev1.SiteSpec) any {
 }
 
 func (s *State) addImage(w *statev1.ImageWant) any {
-	s.images[string(w.GetImage().GetSha256())] = w
+	key := string(w.GetImage().GetSha256())
+	if _, held := s.images[key]; !held && len(s.images) >= MaxImages {
+		return &LimitError{Reason: fmt.Sprintf("the site holds %d hand-added images, the limit", MaxImages)}
+	}
+	s.images[key] = w
 	return w
 }
 

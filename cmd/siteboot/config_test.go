@@ -117,6 +117,10 @@ func TestConfigErrorsNameTheKey(t *testing.T) {
 		{"secrets dir inside the data dir", "secrets:\n  dir: " + dir + "/secrets\n", nil, "secrets.dir: " + dir + "/secrets overlaps " + dir},
 		{"secrets dir is the data dir", "", map[string]string{"SITEBOOT_SECRETS_DIR": dir}, "secrets.dir"},
 		{"secrets dir contains the data dir", "secrets:\n  dir: " + filepath.Dir(dir) + "\n", nil, "secrets.dir"},
+		// A TLS key in the secrets dir could be set as an entry's token
+		// ref and fetched over HTTP by anyone who may add entries.
+		{"raft tls key in the secrets dir", "secrets:\n  dir: /etc/sb-secrets\nlease:\n  raft:\n    bind: 10.0.0.2:7390\n    tls:\n      ca: /etc/sb/ca.pem\n      cert: /etc/sb/raft.pem\n      key: /etc/sb-secrets/raft.key\n", nil, "secrets.dir: /etc/sb-secrets overlaps /etc/sb-secrets/raft.key"},
+		{"admin tls key in the secrets dir", "", map[string]string{"SITEBOOT_SECRETS_DIR": "/etc/sb-secrets", "SITEBOOT_ADMIN_TLS_KEY": "/etc/sb-secrets/tls/admin.key"}, "secrets.dir: /etc/sb-secrets overlaps /etc/sb-secrets/tls/admin.key"},
 		{"secrets dir relative", "secrets:\n  dir: secrets\n", nil, `secrets.dir: "secrets" must be an absolute`},
 		{"tftp max transfers", "tftp:\n  max_transfers: -1\n", nil, "tftp.max_transfers: -1 is outside 1..16384"},
 		{"tftp max per source", "", map[string]string{"SITEBOOT_TFTP_MAX_PER_SOURCE": "-2"}, "tftp.max_per_source"},

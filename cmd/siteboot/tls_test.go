@@ -8,9 +8,12 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"errors"
+	"github.com/siteboot/siteboot/admin"
 	"github.com/siteboot/siteboot/appliance"
 	"math/big"
 	"net"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -111,5 +114,59 @@ func TestConfigRefusesPlainTCP(t *testing.T) {
 	err := cfg.Finish()
 	if err == nil || !strings.Contains(err.Error(), "admin.tcp_listen: needs admin.tls.cert") {
 		t.Fatalf("finish() = %v; want admin.tcp_listen refused without TLS", err)
+	}
+}
+
+// openFDs counts this process's open file descriptors.
+func openFDs(t *testing.T) int {
+	t.Helper()
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Skipf("no /proc/self/fd: %v", err)
+	}
+	return len(ents)
+}
+
+// A stranger who reaches admin.tcp_listen holds nothing for long and
+// nothing without bound: a connection that never completes its handshake
+// is closed within the handshake timeout, and silent connections beyond
+// the connection bound are not accepted (they cost the appliance no
+// descriptor and no goroutine), so they cannot starve the boot path.
+func TestAdminTCPBoundsStrangers(t *testing.T) {
+	p := newPKI(t)
+	dir := t.TempDir()
+	srvCert, srvKey := p.issue(t, "siteboot", x509.ExtKeyUsageServerAuth, net.IPv4(127, 0, 0, 1))
+	cfg := testConfig(t)
+	cfg.Admin.TCPListen = freePort(t)
+	cfg.Admin.TLS.Cert = writeFile(t, dir, "srv.pem", srvCert)
+	cfg.Admin.TLS.Key = writeFile(t, dir, "srv.key", srvKey)
+	cfg.Admin.TLS.ClientCA = writeFile(t, dir, "ca.pem", p.caPEM)
+	startAppliance(t, cfg)
+
+	silent, err := net.Dial("tcp", cfg.Admin.TCPListen)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer silent.Close()
+	start := time.Now()
+	_ = silent.SetReadDeadline(start.Add(admin.TLSHandshakeTimeout + 5*time.Second))
+	if _, err := silent.Read(make([]byte, 1)); errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("a connection without a handshake was kept open for %s", time.Since(start).Round(time.Second))
+	}
+
+	const strangers = 3 * admin.MaxTCPConns
+	before := openFDs(t)
+	for range strangers {
+		c, err := net.Dial("tcp", cfg.Admin.TCPListen)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+	}
+	time.Sleep(500 * time.Millisecond) // let the appliance accept what it will
+	// The test holds the strangers' ends; the appliance at most
+	// MaxTCPConns more (and a few of its own).
+	if grown := openFDs(t) - before; grown > strangers+admin.MaxTCPConns+16 {
+		t.Fatalf("%d silent connections opened %d descriptors; want at most %d", strangers, grown, strangers+admin.MaxTCPConns+16)
 	}
 }
