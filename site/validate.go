@@ -6,8 +6,8 @@ import (
 	"time"
 
 	"github.com/siteboot/siteboot/bootentry"
-	"github.com/siteboot/siteboot/internal/redact"
 	sitev1 "github.com/siteboot/siteboot/gen/bettercompute/site/v1"
+	"github.com/siteboot/siteboot/internal/redact"
 	"github.com/siteboot/siteboot/secretref"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
