@@ -22,8 +22,10 @@ const (
 	// DefaultMaxTransfers bounds the transfers running at once. A machine
 	// runs one transfer at a time (edk2's tsize probe ends before its real
 	// request), so 256 lets five 48-node racks power on together even
-	// while each slot of a client that went quiet stays held for
-	// Timeout×Retries (5 s). Each transfer holds two fds (its socket and
+	// while each slot of a client that went quiet after its first
+	// acknowledgement stays held for Timeout×Retries (5 s); one that never
+	// acknowledged gives its slot up to a new request after 500 ms once
+	// all are taken. Each transfer holds two fds (its socket and
 	// the file) and at most two blocks of memory: 512 fds and well under
 	// 1 MiB at the default block size.
 	DefaultMaxTransfers = 256
@@ -64,6 +66,10 @@ type Config struct {
 	// one client IP address (DefaultMaxPerSource if zero). A request over
 	// either bound is dropped without an answer, so the client's own
 	// retransmission tries again; it opens no socket and starts nothing.
+	// When MaxTransfers are running, a new request instead takes the place
+	// of the oldest transfer whose client has acknowledged nothing for
+	// 500 ms or more (forged sources never do), which ends without an
+	// ERROR; a transfer once acknowledged is never cut short that way.
 	MaxTransfers int
 	MaxPerSource int
 	// Logger receives one line per transfer and refusal, rate-limited per

@@ -19,8 +19,12 @@
 // at once and at most MaxPerSource per client address; a request beyond
 // either, a repeat of a request from the same address and port for the
 // same file while its transfer runs, and a malformed datagram are dropped
-// without an answer and without opening anything. Running out of file
-// descriptors drops the request too and is logged as what it is. Log
+// without an answer and without opening anything. When MaxTransfers are
+// running, the oldest transfer whose client has acknowledged nothing for
+// 500 ms (a request with a forged source never is) gives its place to a
+// new request, so forged requests cannot hold every place for the length
+// of their timeouts. Running out of file descriptors drops the request
+// too and is logged as what it is. Log
 // lines are rate-limited per reason, with the number suppressed; every
 // transfer and drop is counted in siteboot_tftp_* metrics.
 package tftpd

@@ -158,11 +158,22 @@ func rawGet(t testing.TB, server string, pkt []byte) rawResult {
 // rawDrive is rawGet on a socket that has sent its request.
 func rawDrive(t testing.TB, conn *net.UDPConn) rawResult {
 	t.Helper()
+	return rawDriveFrom(t, conn, nil, nil)
+}
+
+// rawDriveFrom is rawDrive with the server's first packet, from its
+// transfer port, already read (first is nil if not).
+func rawDriveFrom(t testing.TB, conn *net.UDPConn, first []byte, firstFrom *net.UDPAddr) rawResult {
+	t.Helper()
 	var res rawResult
 	var data []byte
 	blksize, want := 512, uint16(1)
 	for {
-		p, from := readPacket(t, conn)
+		p, from := first, firstFrom
+		if first == nil {
+			p, from = readPacket(t, conn)
+		}
+		first = nil
 		switch binary.BigEndian.Uint16(p) {
 		case 6: // OACK
 			res.OACK = parseOptions(p[2:])

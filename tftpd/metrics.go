@@ -30,7 +30,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}, []string{"result"}),
 		dropped: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "siteboot", Subsystem: "tftp", Name: "requests_dropped_total",
-			Help: "TFTP datagrams on the listening port dropped unanswered, by reason (duplicate, max_transfers, max_per_source, malformed, no_resources).",
+			Help: "TFTP datagrams on the listening port dropped unanswered, by reason (duplicate, max_transfers, max_per_source, malformed, no_resources), and unacknowledged transfers cancelled for a newer request when max_transfers run (preempted_unconfirmed).",
 		}, []string{"reason"}),
 		suppressed: prometheus.NewCounter(prometheus.CounterOpts{
 			Namespace: "siteboot", Subsystem: "tftp", Name: "log_lines_suppressed_total",
@@ -53,7 +53,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	for _, r := range []string{resultOK, resultNotFound, resultRefused, resultTimeout, resultAborted, resultError} {
 		m.transfers.WithLabelValues(r)
 	}
-	for _, r := range []string{dropDuplicate, dropMaxTransfers, dropMaxPerSource, dropMalformed, dropNoResources} {
+	for _, r := range []string{dropDuplicate, dropMaxTransfers, dropMaxPerSource, dropMalformed, dropNoResources, dropPreempted} {
 		m.dropped.WithLabelValues(r)
 	}
 	if reg == nil {

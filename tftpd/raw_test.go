@@ -106,21 +106,22 @@ func TestRefusals(t *testing.T) {
 	}
 	// The warm-up transfer of "tiny" is the one ok. Nothing was dropped.
 	want := map[string]float64{
-		`siteboot_tftp_transfers_total{result="aborted"}`:               0,
-		`siteboot_tftp_transfers_total{result="error"}`:                 0,
-		`siteboot_tftp_transfers_total{result="not_found"}`:             3,
-		`siteboot_tftp_transfers_total{result="ok"}`:                    1,
-		`siteboot_tftp_transfers_total{result="refused"}`:               8,
-		`siteboot_tftp_transfers_total{result="timeout"}`:               0,
-		`siteboot_tftp_bytes_total`:                                     100,
-		`siteboot_tftp_transfer_seconds_count`:                          1,
-		`siteboot_tftp_log_lines_suppressed_total`:                      0,
-		`siteboot_tftp_active_transfers`:                                0,
-		`siteboot_tftp_requests_dropped_total{reason="duplicate"}`:      0,
-		`siteboot_tftp_requests_dropped_total{reason="malformed"}`:      0,
-		`siteboot_tftp_requests_dropped_total{reason="max_per_source"}`: 0,
-		`siteboot_tftp_requests_dropped_total{reason="max_transfers"}`:  0,
-		`siteboot_tftp_requests_dropped_total{reason="no_resources"}`:   0,
+		`siteboot_tftp_transfers_total{result="aborted"}`:                      0,
+		`siteboot_tftp_transfers_total{result="error"}`:                        0,
+		`siteboot_tftp_transfers_total{result="not_found"}`:                    3,
+		`siteboot_tftp_transfers_total{result="ok"}`:                           1,
+		`siteboot_tftp_transfers_total{result="refused"}`:                      8,
+		`siteboot_tftp_transfers_total{result="timeout"}`:                      0,
+		`siteboot_tftp_bytes_total`:                                            100,
+		`siteboot_tftp_transfer_seconds_count`:                                 1,
+		`siteboot_tftp_log_lines_suppressed_total`:                             0,
+		`siteboot_tftp_active_transfers`:                                       0,
+		`siteboot_tftp_requests_dropped_total{reason="duplicate"}`:             0,
+		`siteboot_tftp_requests_dropped_total{reason="malformed"}`:             0,
+		`siteboot_tftp_requests_dropped_total{reason="max_per_source"}`:        0,
+		`siteboot_tftp_requests_dropped_total{reason="max_transfers"}`:         0,
+		`siteboot_tftp_requests_dropped_total{reason="no_resources"}`:          0,
+		`siteboot_tftp_requests_dropped_total{reason="preempted_unconfirmed"}`: 0,
 	}
 	if diff := cmp.Diff(want, waitGather(t, fx.reg, want)); diff != "" {
 		t.Errorf("metrics (-want +got):\n%s", diff)

@@ -26,6 +26,7 @@ type sender struct {
 	timeout time.Duration
 	retries int
 	blksize int
+	confirm func() // called on the client's first acknowledgement
 
 	sent, acked int   // datagrams, for the log line
 	cause       error // the read error behind errReadSource
@@ -79,7 +80,9 @@ func (x *sender) exchange(p []byte, block uint16) error {
 		x.sent++
 		err := x.await(block)
 		if err == nil {
-			x.acked++
+			if x.acked++; x.acked == 1 && x.confirm != nil {
+				x.confirm()
+			}
 			return nil
 		}
 		if !errors.Is(err, os.ErrDeadlineExceeded) {

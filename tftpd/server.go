@@ -39,7 +39,7 @@ func New(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("tftpd: metrics: %w", err)
 	}
 	s := &Server{cfg: cfg, log: cfg.Logger, m: m, now: time.Now,
-		admit: newAdmission(cfg.MaxTransfers, cfg.MaxPerSource)}
+		admit: newAdmission(cfg.MaxTransfers, cfg.MaxPerSource, preemptGrace)}
 	s.lim = newLimitedLog(s.log, s.now, func(string) { m.suppressed.Inc() })
 	s.ifaces = newIfaceCache(s.now)
 	return s, nil
@@ -139,19 +139,36 @@ func (s *Server) handle(done <-chan struct{}, l *listener, d datagram, p []byte,
 		s.refuse(l, d, log, "read", resultRefused, err, errAccess)
 		return
 	}
-	k := transferKey{client: d.client, file: req.name}
-	if why := s.admit.admit(k); why != "" {
+	t, victim, why := s.admit.admit(transferKey{client: d.client, file: req.name}, s.now())
+	if why != "" {
 		s.drop(log, slog.LevelDebug, why, "running", s.admit.count())
 		return
+	}
+	if victim != nil {
+		s.preempt(victim, d)
 	}
 	s.m.active.Inc()
 	transfers.Add(1)
 	go func() {
 		defer transfers.Done()
 		defer s.m.active.Dec()
-		defer s.admit.release(k)
-		s.serveRead(done, l, d, log, req, name)
+		defer s.admit.release(t)
+		s.serveRead(done, l, d, log, t, req, name)
 	}()
+}
+
+// preempt ends the unconfirmed transfer that gave its place to the
+// request d: closing its socket fails its pending read or next send, so
+// its goroutine returns and closes its file (Close waits only until the
+// read it wakes has returned, never for the client). Its client gets no
+// ERROR: a forged source needs none, and a real one that lost a packet
+// retries its request rather than giving up the boot.
+func (s *Server) preempt(p *preemption, d datagram) {
+	if p.conn != nil {
+		_ = p.conn.Close()
+	}
+	s.drop(s.log, slog.LevelDebug, dropPreempted, "remote", p.key.client.String(), "file", p.key.file,
+		"age", p.age.Round(time.Millisecond), "for", d.client.String())
 }
 
 // refuse answers a request with an ERROR from the listening socket and

@@ -21,7 +21,7 @@ var (
 
 // serveRead runs one admitted read request to its end: open the file,
 // open the transfer's own socket, negotiate, send, log.
-func (s *Server) serveRead(done <-chan struct{}, l *listener, d datagram, log *slog.Logger, req rqPacket, name string) {
+func (s *Server) serveRead(done <-chan struct{}, l *listener, d datagram, log *slog.Logger, t *transfer, req rqPacket, name string) {
 	start := s.now()
 	f, size, err := s.cfg.Files.Open(name)
 	switch {
@@ -42,13 +42,20 @@ func (s *Server) serveRead(done <-chan struct{}, l *listener, d datagram, log *s
 		return
 	}
 	defer conn.Close()
+	if !s.admit.attach(t, conn) {
+		return // preempted while opening; counted and logged then
+	}
 	blksize, oack := req.negotiate(s.blockLimit(d), size)
-	x := &sender{conn: conn, to: d.src, timeout: s.cfg.Timeout, retries: s.cfg.Retries, blksize: blksize}
+	x := &sender{conn: conn, to: d.src, timeout: s.cfg.Timeout, retries: s.cfg.Retries, blksize: blksize,
+		confirm: func() { s.admit.confirm(t) }}
 	var src io.Reader = f
 	if req.netascii() {
 		src = netasciiReader(f)
 	}
 	n, err := x.run(done, src, oack)
+	if s.admit.wasPreempted(t) {
+		return // its socket was closed under it; counted and logged then
+	}
 	s.finish(log, req, x, start, n, size, err)
 }
 
