@@ -12,8 +12,10 @@ import (
 )
 
 // The parts the appliance wires together satisfy the interfaces their
-// consumers declare, without adapters. The checks live here, with the
-// wiring, so that no consumer imports a producer only to assert this.
+// consumers declare, without adapters. These compile-time checks sit with
+// the wiring (not in a test: they assert nothing at run time), so that no
+// consumer imports a producer only to assert this; a part that stops
+// satisfying its consumer fails the build here, naming both.
 var (
 	_ dhcpproxy.Entries   = (*site.State)(nil)
 	_ dhcpproxy.Gate      = (*lease.Node)(nil)
