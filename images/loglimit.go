@@ -25,12 +25,5 @@ func newLogLimit() *ratelimit.Keyed[netip.Addr] {
 // Debug past its limit; and the suppressed attribute, empty when none.
 func (s *Set) logLevel(remote string, want slog.Level) (slog.Level, slog.Attr) {
 	ap, _ := netip.ParseAddrPort(remote)
-	ok, held := s.logs.Allow(ap.Addr().Unmap(), time.Now())
-	switch {
-	case !ok:
-		return slog.LevelDebug, slog.Attr{}
-	case held > 0:
-		return want, slog.Uint64("suppressed", held)
-	}
-	return want, slog.Attr{}
+	return s.logs.Level(ap.Addr().Unmap(), time.Now(), want)
 }

@@ -39,7 +39,7 @@ func (s *Server) serveBootstrap(w http.ResponseWriter, r *http.Request) {
 	}
 	s.scripts.WithLabelValues(kindBootstrap).Inc()
 	level, held := s.logLevel(remote, slog.LevelInfo)
-	log.Log(context.Background(), level, "ipxe: bootstrap served", "result", kindBootstrap, suppressed(held))
+	log.Log(context.Background(), level, "ipxe: bootstrap served", "result", kindBootstrap, held)
 	writeScript(w, bootstrapScript(base, s.cfg.Retry))
 }
 
@@ -67,7 +67,7 @@ func (s *Server) serveScript(w http.ResponseWriter, r *http.Request) {
 	default:
 		s.scripts.WithLabelValues(out.kind).Inc()
 		level, held := s.logLevel(remote, slog.LevelInfo)
-		log.Log(context.Background(), level, "ipxe: script served", "result", out.kind, suppressed(held))
+		log.Log(context.Background(), level, "ipxe: script served", "result", out.kind, held)
 		writeScript(w, out.script.GetScript())
 	}
 }
@@ -83,11 +83,11 @@ func (s *Server) serveUnknown(w http.ResponseWriter, log *slog.Logger, remote ne
 		s.unknown.WithLabelValues(strconv.FormatBool(seen)).Inc()
 		level, held := s.logLevel(remote, slog.LevelInfo)
 		log.Log(context.Background(), level, "ipxe: no live entry; told the machine so", "result", out.kind,
-			"seen_on_dhcp", seen, suppressed(held))
+			"seen_on_dhcp", seen, held)
 	} else {
 		level, held := s.logLevel(remote, slog.LevelWarn)
 		log.Log(context.Background(), level, "ipxe: the entry's product_uuid pin refused the request; told the machine it is unknown",
-			"result", out.kind, "reason", u.Reason, suppressed(held))
+			"result", out.kind, "reason", u.Reason, held)
 	}
 	writeScript(w, u.Script.GetScript())
 }
@@ -125,7 +125,7 @@ func (s *Server) fail(w http.ResponseWriter, log *slog.Logger, remote netip.Addr
 		level = slog.LevelError
 	}
 	level, held := s.logLevel(remote, level)
-	log.Log(context.Background(), level, "ipxe: request refused", "result", kind, "status", status, "err", causeOf(err), suppressed(held))
+	log.Log(context.Background(), level, "ipxe: request refused", "result", kind, "status", status, "err", causeOf(err), held)
 	if status == http.StatusServiceUnavailable {
 		w.Header().Set("Retry-After", strconv.FormatInt(seconds(s.cfg.Retry), 10))
 	}

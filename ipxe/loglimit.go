@@ -17,19 +17,7 @@ const (
 )
 
 // logLevel is the level a client-caused line from remote is written at,
-// and how many of its lines were held back before it.
-func (s *Server) logLevel(remote netip.Addr, want slog.Level) (slog.Level, uint64) {
-	ok, held := s.logs.Allow(remote, s.cfg.Now())
-	if !ok {
-		return slog.LevelDebug, 0
-	}
-	return want, held
-}
-
-// suppressed is the log attribute for held-back lines; nothing when none.
-func suppressed(n uint64) slog.Attr {
-	if n == 0 {
-		return slog.Attr{}
-	}
-	return slog.Uint64("suppressed", n)
+// and the suppressed attribute for its lines held back before it.
+func (s *Server) logLevel(remote netip.Addr, want slog.Level) (slog.Level, slog.Attr) {
+	return s.logs.Level(remote, s.cfg.Now(), want)
 }

@@ -6,11 +6,11 @@ import (
 	"errors"
 	"log/slog"
 	"net"
-	"sync"
 	"time"
 	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/siteboot/siteboot/internal/ratelimit"
 )
 
 // Why an inbound raft connection was refused: the reason label of
@@ -62,9 +62,7 @@ type refusals struct {
 	now     func() time.Time
 	counter *prometheus.CounterVec
 
-	mu         sync.Mutex
-	next       map[string]time.Time
-	suppressed map[string]int
+	lines *ratelimit.Keyed[string]
 }
 
 func newRefusals(log *slog.Logger, now func() time.Time) *refusals {
@@ -75,22 +73,15 @@ func newRefusals(log *slog.Logger, now func() time.Time) *refusals {
 	for _, r := range refusalReasons {
 		c.WithLabelValues(r)
 	}
-	return &refusals{log: log, now: now, counter: c, next: map[string]time.Time{}, suppressed: map[string]int{}}
+	return &refusals{log: log, now: now, counter: c, lines: ratelimit.NewKeyed[string](1, refusalLogEvery, len(refusalReasons))}
 }
 
 func (r *refusals) refused(remote net.Addr, reason string, err error) {
 	r.counter.WithLabelValues(reason).Inc()
-	now := r.now()
-	r.mu.Lock()
-	if now.Before(r.next[reason]) {
-		r.suppressed[reason]++
-		r.mu.Unlock()
+	ok, quiet := r.lines.Allow(reason, r.now())
+	if !ok {
 		return
 	}
-	quiet := r.suppressed[reason]
-	r.suppressed[reason] = 0
-	r.next[reason] = now.Add(refusalLogEvery)
-	r.mu.Unlock()
 	r.log.Warn("raft: peer refused; it got no raft data", "remote", remote.String(), "reason", reason,
 		"err", clip(err.Error()), "suppressed", quiet)
 }

@@ -5,6 +5,8 @@ import (
 	"log/slog"
 	"sync"
 	"time"
+
+	"github.com/siteboot/siteboot/internal/ratelimit"
 )
 
 // logRate is a token bucket: burst lines at once, then one per every.
@@ -28,26 +30,24 @@ const (
 	dropEvery = time.Second
 )
 
-// limitedLog writes log lines through a token bucket per reason. Reasons
-// come from a fixed set, so its map stays small.
+// limitedLog writes log lines through a token bucket per reason, one set
+// of buckets (internal/ratelimit) per rate. Reasons and rates come from
+// fixed sets, so it stays small.
 type limitedLog struct {
 	log        *slog.Logger
 	now        func() time.Time
 	suppressed func(reason string) // counts a suppressed line
 
-	mu      sync.Mutex
-	buckets map[string]*logBucket
+	mu    sync.Mutex
+	rates map[logRate]*ratelimit.Keyed[string]
 }
 
-type logBucket struct {
-	rate       logRate
-	tokens     float64
-	last       time.Time
-	suppressed int
-}
+// maxReasons bounds the reasons one rate's buckets remember; the set of
+// reasons is fixed and far smaller.
+const maxReasons = 64
 
 func newLimitedLog(log *slog.Logger, now func() time.Time, suppressed func(string)) *limitedLog {
-	return &limitedLog{log: log, now: now, suppressed: suppressed, buckets: map[string]*logBucket{}}
+	return &limitedLog{log: log, now: now, suppressed: suppressed, rates: map[logRate]*ratelimit.Keyed[string]{}}
 }
 
 // Log writes msg at level with attrs to log (a child of the limiter's
@@ -57,7 +57,7 @@ func (l *limitedLog) Log(log *slog.Logger, level slog.Level, reason string, rate
 	if !log.Enabled(context.Background(), level) {
 		return
 	}
-	ok, n := l.take(reason, rate)
+	ok, n := l.buckets(rate).Allow(reason, l.now())
 	if !ok {
 		l.suppressed(reason)
 		return
@@ -68,57 +68,31 @@ func (l *limitedLog) Log(log *slog.Logger, level slog.Level, reason string, rate
 	log.Log(context.Background(), level, msg, attrs...)
 }
 
-// take takes a token of reason's bucket and returns the lines suppressed
-// since the last one taken.
-func (l *limitedLog) take(reason string, rate logRate) (bool, int) {
+func (l *limitedLog) buckets(rate logRate) *ratelimit.Keyed[string] {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	now := l.now()
-	b := l.buckets[reason]
-	if b == nil {
-		b = &logBucket{rate: rate, tokens: float64(rate.burst), last: now}
-		l.buckets[reason] = b
+	k := l.rates[rate]
+	if k == nil {
+		k = ratelimit.NewKeyed[string](rate.burst, rate.every, maxReasons)
+		l.rates[rate] = k
 	}
-	b.refill(now)
-	if b.tokens < 1 {
-		b.suppressed++
-		return false, 0
-	}
-	b.tokens--
-	n := b.suppressed
-	b.suppressed = 0
-	return true, n
-}
-
-func (b *logBucket) refill(now time.Time) {
-	if d := now.Sub(b.last); d > 0 {
-		b.tokens = min(float64(b.rate.burst), b.tokens+float64(d)/float64(b.rate.every))
-		b.last = now
-	}
+	return k
 }
 
 // flush reports, once its bucket has a token again, each reason whose
 // lines were suppressed; all of them when force is set (at shutdown).
 func (l *limitedLog) flush(force bool) {
 	l.mu.Lock()
-	type pending struct {
-		reason string
-		n      int
-	}
-	var out []pending
-	now := l.now()
-	for reason, b := range l.buckets {
-		b.refill(now)
-		if b.suppressed == 0 || (!force && b.tokens < 1) {
-			continue
-		}
-		b.tokens = max(0, b.tokens-1)
-		out = append(out, pending{reason, b.suppressed})
-		b.suppressed = 0
+	sets := make([]*ratelimit.Keyed[string], 0, len(l.rates))
+	for _, k := range l.rates {
+		sets = append(sets, k)
 	}
 	l.mu.Unlock()
-	for _, p := range out {
-		l.log.Info("tftp log lines suppressed", "reason", p.reason, "suppressed", p.n)
+	now := l.now()
+	for _, k := range sets {
+		for reason, n := range k.Drain(now, force) {
+			l.log.Info("tftp log lines suppressed", "reason", reason, "suppressed", n)
+		}
 	}
 }
 

@@ -2,10 +2,12 @@
 // network must not be able to reset: the number of keys remembered is
 // bounded, and a key beyond the bound shares one overflow bucket instead
 // of pushing other keys out. The boot path uses it for per-source log
-// lines and for how fast new machines enter the discovery ledger.
+// lines (Level) and for how fast new machines enter the discovery ledger;
+// Drain reports what a log still owes "suppressed N" lines for.
 package ratelimit
 
 import (
+	"log/slog"
 	"sync"
 	"time"
 )
@@ -96,6 +98,52 @@ func (k *Keyed[K]) sweepLocked(now time.Time) bool {
 		}
 	}
 	return len(k.buckets) < k.max
+}
+
+// Level is the level a log line keyed by key is written at: want while
+// key's bucket allows it, Debug past the limit; and the attribute
+// suppressed=N counting the lines held back before this one (an empty
+// attribute, which slog leaves out, when none).
+func (k *Keyed[K]) Level(key K, now time.Time, want slog.Level) (slog.Level, slog.Attr) {
+	ok, held := k.Allow(key, now)
+	switch {
+	case !ok:
+		return slog.LevelDebug, slog.Attr{}
+	case held > 0:
+		return want, slog.Uint64("suppressed", held)
+	}
+	return want, slog.Attr{}
+}
+
+// Drain reports, for each key whose calls were refused since its last
+// allowed one, how many were: for a log, the lines a "suppressed N" line
+// must still account for. A key is reported once its bucket holds a token
+// again, which the report takes; with force (at shutdown) every such key
+// is reported. Its count starts again at zero.
+func (k *Keyed[K]) Drain(now time.Time, force bool) map[K]uint64 {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	var out map[K]uint64
+	for key, b := range k.buckets {
+		if b.suppressed == 0 {
+			continue
+		}
+		if now.After(b.at) {
+			b.tokens = min(k.burst, b.tokens+float64(now.Sub(b.at))/float64(k.every))
+			b.at = now
+		}
+		if !force && b.tokens < 1 {
+			k.buckets[key] = b
+			continue
+		}
+		if out == nil {
+			out = make(map[K]uint64)
+		}
+		out[key] = b.suppressed
+		b.tokens, b.suppressed = max(0, b.tokens-1), 0
+		k.buckets[key] = b
+	}
+	return out
 }
 
 // Len returns how many keys the buckets remember.

@@ -88,3 +88,31 @@ func TestKeyedAllocatesOnlyForNewKeys(t *testing.T) {
 		t.Errorf("Allow of a known key: %v allocations", n)
 	}
 }
+
+// Drain reports the refusals a key still owes a log line once the key has
+// a token again (or at once with force), and then counts from zero.
+func TestDrain(t *testing.T) {
+	k := NewKeyed[string](2, time.Second, 8)
+	for range 5 {
+		k.Allow("busy", at(0))
+	}
+	k.Allow("quiet", at(0))
+	if got := k.Drain(at(0.5), false); len(got) != 0 {
+		t.Fatalf("Drain before a token came back = %v, want nothing", got)
+	}
+	if diff := cmp.Diff(map[string]uint64{"busy": 3}, k.Drain(at(1), false)); diff != "" {
+		t.Fatalf("Drain (-want +got):\n%s", diff)
+	}
+	if got := k.Drain(at(5), false); len(got) != 0 {
+		t.Fatalf("a second Drain = %v, want nothing", got)
+	}
+	for range 4 {
+		k.Allow("busy", at(5))
+	}
+	if diff := cmp.Diff(map[string]uint64{"busy": 2}, k.Drain(at(5), true)); diff != "" {
+		t.Fatalf("Drain with force (-want +got):\n%s", diff)
+	}
+	if ok, n := k.Allow("busy", at(5)); ok || n != 0 {
+		t.Fatalf("Allow after a forced drain took the last token: ok=%v n=%d", ok, n)
+	}
+}
