@@ -3,6 +3,7 @@ package ipxe
 import (
 	"encoding/base64"
 	"fmt"
+	"github.com/siteboot/siteboot/internal/metrictest"
 	"io"
 	"net"
 	"net/http"
@@ -68,8 +69,8 @@ func TestScriptRequestsNeverCreateLedgerEntries(t *testing.T) {
 	if diff := cmp.Diff(want, f.ledger.List(), protocmp.Transform()); diff != "" {
 		t.Errorf("ledger (-want +got):\n%s", diff)
 	}
-	got := gatherCounters(t, f)
-	if got["siteboot_ipxe_unknown_requests_total/seen_on_dhcp=false"] != 300 || got["siteboot_ipxe_unknown_requests_total/seen_on_dhcp=true"] != 1 {
+	got := metrictest.Values(t, f.reg)
+	if got[`siteboot_ipxe_unknown_requests_total{seen_on_dhcp="false"}`] != 300 || got[`siteboot_ipxe_unknown_requests_total{seen_on_dhcp="true"}`] != 1 {
 		t.Errorf("unknown_requests_total = %v", got)
 	}
 }
@@ -218,26 +219,6 @@ func TestUnknownFloodLogLinesHTTP(t *testing.T) {
 	if want := fmt.Sprintf("suppressed=%d", 100-remoteLogBurst); !strings.Contains(f.logs.String(), want) {
 		t.Errorf("next line lacks %s:\n%s", want, f.logs.String())
 	}
-}
-
-// gatherCounters returns the fixture's counters as name/label=value → value.
-func gatherCounters(t *testing.T, f *fixture) map[string]float64 {
-	t.Helper()
-	mfs, err := f.reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := map[string]float64{}
-	for _, mf := range mfs {
-		for _, m := range mf.GetMetric() {
-			key := mf.GetName()
-			for _, l := range m.GetLabel() {
-				key += "/" + l.GetName() + "=" + l.GetValue()
-			}
-			out[key] = m.GetCounter().GetValue()
-		}
-	}
-	return out
 }
 
 // TestRepeatedRequestLogLinesHTTP: requests a client repeats at will while the

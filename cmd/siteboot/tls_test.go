@@ -1,17 +1,12 @@
 package main
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"errors"
 	"github.com/siteboot/siteboot/admin"
 	"github.com/siteboot/siteboot/appliance"
-	"math/big"
+	"github.com/siteboot/siteboot/internal/testpki"
 	"net"
 	"os"
 	"strings"
@@ -19,44 +14,19 @@ import (
 	"time"
 )
 
-type pki struct {
-	caCert *x509.Certificate
-	caKey  *ecdsa.PrivateKey
-	caPEM  string
-}
+// pki is the test CA of the admin listener.
+type pki struct{ *testpki.CA }
 
-func newPKI(t *testing.T) *pki {
-	t.Helper()
-	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "test ca"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, _ := x509.ParseCertificate(der)
-	return &pki{caCert: cert, caKey: key, caPEM: string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}))}
-}
+func newPKI(t *testing.T) *pki { return &pki{testpki.NewCA(t, "test ca")} }
+
+// caPEM is the CA bundle the listener trusts.
+func (p *pki) caPEM() string { return string(p.PEM) }
 
 // issue returns PEM cert and key for a leaf.
 func (p *pki) issue(t *testing.T, cn string, usage x509.ExtKeyUsage, ips ...net.IP) (string, string) {
 	t.Helper()
-	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: cn},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{usage}, IPAddresses: ips,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, p.caCert, &key.PublicKey, p.caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kd, _ := x509.MarshalPKCS8PrivateKey(key)
-	return string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})),
-		string(pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: kd}))
+	c, k := p.Issue(t, cn, testpki.Leaf{Usages: []x509.ExtKeyUsage{usage}, IPs: ips})
+	return string(c), string(k)
 }
 
 func TestAdminOverMutualTLS(t *testing.T) {
@@ -64,7 +34,7 @@ func TestAdminOverMutualTLS(t *testing.T) {
 	dir := t.TempDir()
 	srvCert, srvKey := p.issue(t, "siteboot", x509.ExtKeyUsageServerAuth, net.IPv4(127, 0, 0, 1))
 	cliCert, cliKey := p.issue(t, "operator", x509.ExtKeyUsageClientAuth)
-	ca := writeFile(t, dir, "ca.pem", p.caPEM)
+	ca := writeFile(t, dir, "ca.pem", p.caPEM())
 
 	cfg := testConfig(t)
 	cfg.Admin.TCPListen = freePort(t)
@@ -80,7 +50,7 @@ func TestAdminOverMutualTLS(t *testing.T) {
 	}
 
 	// Without a client certificate the handshake is refused.
-	conn, err := tls.Dial("tcp", cfg.Admin.TCPListen, &tls.Config{RootCAs: poolOf(p.caCert), NextProtos: []string{"h2"}})
+	conn, err := tls.Dial("tcp", cfg.Admin.TCPListen, &tls.Config{RootCAs: poolOf(p.Cert), NextProtos: []string{"h2"}})
 	if err == nil {
 		// TLS 1.3 reports the missing certificate on the first read.
 		_ = conn.SetDeadline(time.Now().Add(5 * time.Second))
@@ -140,7 +110,7 @@ func TestAdminTCPBoundsStrangers(t *testing.T) {
 	cfg.Admin.TCPListen = freePort(t)
 	cfg.Admin.TLS.Cert = writeFile(t, dir, "srv.pem", srvCert)
 	cfg.Admin.TLS.Key = writeFile(t, dir, "srv.key", srvKey)
-	cfg.Admin.TLS.ClientCA = writeFile(t, dir, "ca.pem", p.caPEM)
+	cfg.Admin.TLS.ClientCA = writeFile(t, dir, "ca.pem", p.caPEM())
 	startAppliance(t, cfg)
 
 	silent, err := net.Dial("tcp", cfg.Admin.TCPListen)
