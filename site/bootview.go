@@ -16,7 +16,7 @@ func bootView(se *statev1.StoredEntry) bootentry.Entry {
 		NodeID:            se.GetNodeId(),
 		MAC:               e.GetMac(),
 		ProductUUID:       e.GetProductUuid(),
-		Arch:              ArchName(e.GetArch()),
+		Arch:              bootentry.ArchName(e.GetArch()),
 		WorkflowID:        e.GetWorkflowId(),
 		BootFile:          e.GetBootFile(),
 		IPXEScriptURL:     e.GetIpxeScriptUrl(),

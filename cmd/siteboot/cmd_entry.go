@@ -9,9 +9,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/siteboot/siteboot/bootentry"
 	sitev1 "github.com/siteboot/siteboot/gen/bettercompute/site/v1"
 	sitebootv1 "github.com/siteboot/siteboot/gen/siteboot/v1"
-	"github.com/siteboot/siteboot/site"
 	"github.com/spf13/cobra"
 	"google.golang.org/protobuf/types/known/timestamppb"
 )
@@ -75,7 +75,7 @@ appliance's entries.default_ttl applies.`,
 }
 
 func (f *entryAddFlags) request(now time.Time) (*sitebootv1.PrepareRamdiskRequest, error) {
-	arch, err := site.ParseArch(f.arch)
+	arch, err := bootentry.ParseArch(f.arch)
 	if err != nil {
 		return nil, fmt.Errorf("--arch: %w", err)
 	}
@@ -131,7 +131,7 @@ func printEntries(w io.Writer, entries []*sitebootv1.Entry) error {
 	t := newTable(w, "NODE", "MAC", "ARCH", "WORKFLOW", "BOOT", "NOT AFTER", "LIVE")
 	for _, e := range entries {
 		pe := e.GetEntry()
-		t.row(e.GetNodeId(), pe.GetMac(), site.ArchName(pe.GetArch()), pe.GetWorkflowId(), bootKind(pe),
+		t.row(e.GetNodeId(), pe.GetMac(), bootentry.ArchName(pe.GetArch()), pe.GetWorkflowId(), bootKind(pe),
 			pe.GetNotAfter().AsTime().Local().Format(time.RFC3339), e.GetLive())
 	}
 	return t.flush()

@@ -1,4 +1,4 @@
-package site
+package bootentry
 
 import (
 	"fmt"
@@ -7,7 +7,7 @@ import (
 	sitev1 "github.com/siteboot/siteboot/gen/bettercompute/site/v1"
 )
 
-// archNames are the names people use for BootArch values, the same names
+// archNames are the names people (and the CLI) use for BootArch values, the same names
 // DiscoveredMachine.arch uses.
 var archNames = map[sitev1.BootArch]string{
 	sitev1.BootArch_BOOT_ARCH_UNSPECIFIED:     "",
