@@ -345,7 +345,9 @@ func (c *Config) TFTPConfig(files tftpd.Files) tftpd.Config {
 // add an entry may name any resolvable ref as its token and fetch it over
 // HTTP.
 func (c *Config) SecretPolicy() secretref.Policy {
-	deny := []string{c.DataDir}
+	// The node key by name too: a file bind-mounted elsewhere is matched by
+	// its identity only when it is itself a denied path.
+	deny := []string{c.DataDir, filepath.Join(c.DataDir, "node.key")}
 	for _, key := range []string{c.Admin.TLS.Key, c.Lease.Raft.TLS.Key} {
 		if abs, err := filepath.Abs(key); key != "" && err == nil {
 			deny = append(deny, abs)
