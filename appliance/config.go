@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/user"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/siteboot/siteboot/imagecache"
@@ -60,7 +61,7 @@ type Config struct {
 		EnvPrefix string `yaml:"env_prefix" doc:"env:// secret refs may name only variables whose names start with this"`
 	} `yaml:"secrets"`
 	BootFiles struct {
-		Dir       string `yaml:"dir" doc:"first-stage iPXE builds (default: the first of /usr/lib/ipxe, /usr/share/ipxe)"`
+		Dir       string `yaml:"dir" doc:"first-stage iPXE builds, served to anyone; never the data dir, secrets.dir or a TLS key (default: the first of /usr/lib/ipxe, /usr/share/ipxe)"`
 		PreferSNP bool   `yaml:"prefer_snp" doc:"give UEFI clients snponly.efi before ipxe.efi"`
 	} `yaml:"boot_files"`
 	Ramdisk struct {
@@ -222,6 +223,9 @@ func (c *Config) check() error {
 	} else if err != nil {
 		bad("secrets.dir", "%v", err)
 	}
+	if err := c.checkBootFilesDir(); err != nil {
+		bad("boot_files.dir", "%v", err)
+	}
 	if _, _, err := net.SplitHostPort(c.HTTP.Listen); err != nil {
 		bad("http.listen", "%q: %v", c.HTTP.Listen, err)
 	}
@@ -345,11 +349,62 @@ func (c *Config) TFTPConfig(files tftpd.Files) tftpd.Config {
 // add an entry may name any resolvable ref as its token and fetch it over
 // HTTP.
 func (c *Config) SecretPolicy() secretref.Policy {
-	deny := []string{c.DataDir}
+	// The node key by name too: a file bind-mounted elsewhere is matched by
+	// its identity only when it is itself a denied path.
+	deny := []string{c.DataDir, filepath.Join(c.DataDir, "node.key")}
 	for _, key := range []string{c.Admin.TLS.Key, c.Lease.Raft.TLS.Key} {
 		if abs, err := filepath.Abs(key); key != "" && err == nil {
 			deny = append(deny, abs)
 		}
 	}
 	return secretref.Policy{Dir: c.Secrets.Dir, EnvPrefix: c.Secrets.EnvPrefix, Deny: deny}
+}
+
+// checkBootFilesDir refuses a boot_files.dir that is or contains a place
+// holding secrets: its files are served to anyone over TFTP and HTTP, so
+// the data dir would serve the node key. Paths are compared as written and
+// as symlinks resolve them.
+func (c *Config) checkBootFilesDir() error {
+	if c.BootFiles.Dir == "" {
+		return nil
+	}
+	dir, err := filepath.Abs(c.BootFiles.Dir)
+	if err != nil {
+		return err
+	}
+	private := []struct{ key, path string }{
+		{"data_dir", c.DataDir}, {"secrets.dir", c.Secrets.Dir},
+		{"admin.tls.key", c.Admin.TLS.Key}, {"lease.raft.tls.key", c.Lease.Raft.TLS.Key},
+	}
+	for _, p := range private {
+		abs, err := filepath.Abs(p.path)
+		if p.path == "" || err != nil {
+			continue
+		}
+		if holds(dir, abs) || holds(resolved(dir), resolved(abs)) {
+			return fmt.Errorf("%s is served to anyone over TFTP and HTTP; it may not hold %s (%s)", c.BootFiles.Dir, p.key, p.path)
+		}
+	}
+	return nil
+}
+
+// holds reports whether clean absolute path p is dir or lies beneath it.
+func holds(dir, p string) bool {
+	return p == dir || strings.HasPrefix(p, strings.TrimSuffix(dir, "/")+"/")
+}
+
+// resolved is p with the symlinks of its longest existing prefix resolved.
+func resolved(p string) string {
+	rest := ""
+	for cur := filepath.Clean(p); ; {
+		if r, err := filepath.EvalSymlinks(cur); err == nil {
+			return filepath.Join(r, rest)
+		}
+		parent := filepath.Dir(cur)
+		if parent == cur {
+			return filepath.Clean(p)
+		}
+		rest = filepath.Join(filepath.Base(cur), rest)
+		cur = parent
+	}
 }

@@ -15,7 +15,6 @@ import (
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 	"github.com/prometheus/client_golang/prometheus"
 	statev1 "github.com/siteboot/siteboot/gen/siteboot/state/v1"
-	"go.etcd.io/bbolt"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -88,21 +87,17 @@ func open(cfg Config, bootstrap bool) (*Node, error) {
 	if err := os.MkdirAll(filepath.Join(cfg.Dir, "snapshots"), 0o700); err != nil {
 		return nil, fmt.Errorf("lease: %w", err)
 	}
-	store, err := raftboltdb.New(raftboltdb.Options{
-		Path:        filepath.Join(cfg.Dir, "raft.db"),
-		BoltOptions: &bbolt.Options{Timeout: 2 * time.Second},
-	})
+	db, store, err := openRaftDB(cfg.Dir, bootstrap)
 	if err != nil {
-		if errors.Is(err, bbolt.ErrTimeout) {
-			return nil, fmt.Errorf("lease: %s is locked: another siteboot uses this data dir", filepath.Join(cfg.Dir, "raft.db"))
-		}
-		return nil, fmt.Errorf("lease: open raft.db: %w", err)
+		return nil, err
 	}
 	skipped := newSkippedCounter()
 	n := &Node{cfg: cfg, log: cfg.Logger, store: store, fsm: newFSM(cfg.StateMachine, cfg.Logger, skipped),
 		readyCh: make(chan struct{}), refusals: newRefusals(cfg.Logger, time.Now), skipped: skipped}
-	if err := n.start(bootstrap); err != nil {
-		_ = store.Close()
+	if err := n.start(db, bootstrap); err != nil {
+		if n.store != nil {
+			_ = n.store.Close()
+		}
 		if n.trans != nil {
 			closeTransport(n.trans)
 		}
@@ -111,7 +106,7 @@ func open(cfg Config, bootstrap bool) (*Node, error) {
 	return n, nil
 }
 
-func (n *Node) start(bootstrap bool) error {
+func (n *Node) start(db *raftDB, bootstrap bool) error {
 	hl := newHclog(n.log)
 	snaps, err := raft.NewFileSnapshotStoreWithLogger(n.cfg.Dir, 2, hl)
 	if err != nil {
@@ -125,16 +120,27 @@ func (n *Node) start(bootstrap bool) error {
 	if err != nil {
 		return fmt.Errorf("lease: %w", err)
 	}
-	has, err := raft.HasExistingState(logs, n.store, snaps)
+	has, err := db.hasState(logs, n.store, snaps)
 	if err != nil {
 		return fmt.Errorf("lease: read raft state: %w", err)
 	}
-	if !has && bootstrap {
+	switch {
+	case !has && bootstrap && !db.bootstrapping():
+		return db.noState()
+	case !has && bootstrap:
 		boot := raft.Configuration{Servers: []raft.Server{{Suffrage: raft.Voter, ID: conf.LocalID, Address: n.trans.LocalAddr()}}}
 		if err := raft.BootstrapCluster(conf, logs, n.store, snaps, n.trans, boot); err != nil {
 			return fmt.Errorf("lease: bootstrap: %w", err)
 		}
 		n.log.Info("raft bootstrapped as a single voter", "id", n.cfg.ID, "dir", n.cfg.Dir)
+	}
+	if db.bootstrapping() {
+		if n.store, err = db.install(n.store); err != nil {
+			return err
+		}
+		if logs, err = raft.NewLogCache(512, n.store); err != nil {
+			return fmt.Errorf("lease: %w", err)
+		}
 	}
 	if n.raft, err = raft.NewRaft(conf, n.fsm, logs, n.store, snaps, n.trans); err != nil {
 		return fmt.Errorf("lease: start raft: %w", err)

@@ -6,6 +6,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"golang.org/x/sys/unix"
 )
 
 // Defaults of Policy.
@@ -61,6 +63,12 @@ func (p Policy) Validate() error {
 		return err
 	}
 	dir := realPath(p.Dir)
+	var st unix.Stat_t
+	if unix.Stat(p.Dir, &st) == nil {
+		if d, ok := denyIDs(p.Deny)[idOf(&st)]; ok {
+			return &PolicyError{"dir", fmt.Errorf("%s is %s (mounted there); secrets must live apart from it", p.Dir, d)}
+		}
+	}
 	for _, d := range p.Deny {
 		if real := realPath(d); overlaps(dir, real) {
 			return &PolicyError{"dir", fmt.Errorf("%s resolves to %s, which overlaps %s (%s); secrets must live apart from it", p.Dir, dir, d, real)}

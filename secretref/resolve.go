@@ -62,12 +62,16 @@ func (r Resolver) Resolve(ctx context.Context, ref string) ([]byte, error) {
 // readFile reads the file of a checked ref; walk forces the
 // component-by-component open that stands in for openat2.
 func readFile(ctx context.Context, pol Policy, p Ref, walk bool) ([]byte, error) {
-	fd, err := openBeneath(pol.Dir, strings.TrimPrefix(p.Name, pol.Dir+"/"), walk)
+	rel := strings.TrimPrefix(p.Name, pol.Dir+"/")
+	fd, err := openBeneath(pol.Dir, rel, walk)
 	if err != nil {
 		return nil, err
 	}
 	defer unix.Close(fd)
 	if err := checkOpened(fd, pol.Deny); err != nil {
+		return nil, err
+	}
+	if err := deniedOnPath(pol.Dir, rel, fd, pol.Deny); err != nil {
 		return nil, err
 	}
 	return readAll(ctx, fd)

@@ -22,6 +22,16 @@ func envOf(m map[string]string) env {
 	return func(k string) (string, bool) { v, ok := m[k]; return v, ok }
 }
 
+// linkTo is a symlink to target in a new temporary directory.
+func linkTo(t *testing.T, target string) string {
+	t.Helper()
+	link := filepath.Join(t.TempDir(), "link")
+	if err := os.Symlink(target, link); err != nil {
+		t.Fatal(err)
+	}
+	return link
+}
+
 func TestConfigPrecedence(t *testing.T) {
 	dir := t.TempDir()
 	file := writeFile(t, dir, "c.yaml", `
@@ -122,6 +132,12 @@ func TestConfigErrorsNameTheKey(t *testing.T) {
 		{"raft tls key in the secrets dir", "secrets:\n  dir: /etc/sb-secrets\nlease:\n  raft:\n    bind: 10.0.0.2:7390\n    tls:\n      ca: /etc/sb/ca.pem\n      cert: /etc/sb/raft.pem\n      key: /etc/sb-secrets/raft.key\n", nil, "secrets.dir: /etc/sb-secrets overlaps /etc/sb-secrets/raft.key"},
 		{"admin tls key in the secrets dir", "", map[string]string{"SITEBOOT_SECRETS_DIR": "/etc/sb-secrets", "SITEBOOT_ADMIN_TLS_KEY": "/etc/sb-secrets/tls/admin.key"}, "secrets.dir: /etc/sb-secrets overlaps /etc/sb-secrets/tls/admin.key"},
 		{"secrets dir relative", "secrets:\n  dir: secrets\n", nil, `secrets.dir: "secrets" must be an absolute`},
+		// Boot files are served to anyone on the network.
+		{"boot files dir is the data dir", "", map[string]string{"SITEBOOT_BOOT_FILES_DIR": dir}, "boot_files.dir: " + dir + " is served to anyone"},
+		{"boot files dir contains the data dir", "boot_files:\n  dir: " + filepath.Dir(dir) + "\n", nil, "boot_files.dir"},
+		{"boot files dir links to the data dir", "", map[string]string{"SITEBOOT_BOOT_FILES_DIR": linkTo(t, dir)}, "boot_files.dir"},
+		{"boot files dir contains secrets.dir", "", map[string]string{"SITEBOOT_BOOT_FILES_DIR": "/etc/sb", "SITEBOOT_SECRETS_DIR": "/etc/sb/secrets"}, "boot_files.dir: /etc/sb is served to anyone over TFTP and HTTP; it may not hold secrets.dir"},
+		{"boot files dir holds a tls key", "", map[string]string{"SITEBOOT_BOOT_FILES_DIR": "/etc/sb-boot", "SITEBOOT_ADMIN_TLS_KEY": "/etc/sb-boot/admin.key"}, "boot_files.dir"},
 		{"tftp max transfers", "tftp:\n  max_transfers: -1\n", nil, "tftp.max_transfers: -1 is outside 1..16384"},
 		{"tftp max per source", "", map[string]string{"SITEBOOT_TFTP_MAX_PER_SOURCE": "-2"}, "tftp.max_per_source"},
 		{"tftp block size", "tftp:\n  max_block_size: 511\n", nil, "tftp.max_block_size: 511 is outside 512..65464"},
