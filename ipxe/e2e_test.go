@@ -82,16 +82,29 @@ func runE2E(t *testing.T, fw netlab.Firmware, kernelPath string, kinds ...string
 	}})
 	running := map[string]*netlab.VM{}
 	for name, mac := range vms {
-		running[name] = lab.StartVM(netlab.VMConfig{Label: name, MAC: mac, Firmware: fw})
+		// A VM whose first DHCP try goes unanswered (three TCG guests on
+		// two busy cores) boots again instead of halting for good.
+		running[name] = lab.StartVM(netlab.VMConfig{Label: name, MAC: mac, Firmware: fw, RetryBoot: 3 * time.Second})
 	}
 	start := time.Now()
 	for !e2e.done(blobs, vms) {
+		// A VM that got as far as its kind allows is switched off, so that
+		// it stops taking CPU from the ones still booting (the sanboot VM
+		// would otherwise boot its ISO's iPXE again and again).
+		for name, vm := range running {
+			if e2e.reachedVM(blobs, name, vms[name]) {
+				vm.Stop()
+				delete(running, name)
+			}
+		}
 		select {
 		case <-ctx.Done():
 			for name, vm := range running {
 				shot := lab.Dir() + "/" + name + ".ppm"
 				_ = vm.Screendump(context.Background(), shot)
-				t.Logf("%s VM %s: screen in %s", name, vm.MAC, shot)
+				serial, _ := os.ReadFile(vm.Serial)
+				t.Logf("%s VM %s did not get as far as it should: screen in %s; serial console (last 2 KiB):\n%s",
+					name, vm.MAC, shot, lastBytes(serial, 2048))
 			}
 			t.Fatalf("not every %s VM got as far as it should in time; requests seen:\n%s\nhandler log:\n%s", fw, e2e.hits(), logs)
 		case <-time.After(200 * time.Millisecond):
@@ -217,6 +230,20 @@ func (s *e2eServer) done(b blobSet, vms map[string]net.HardwareAddr) bool {
 		}
 	}
 	return true
+}
+
+// reachedVM is reached for one VM, taking the lock.
+func (s *e2eServer) reachedVM(b blobSet, kind string, mac net.HardwareAddr) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.reached(b, kind, mac.String())
+}
+
+func lastBytes(b []byte, n int) []byte {
+	if len(b) > n {
+		return b[len(b)-n:]
+	}
+	return b
 }
 
 func (s *e2eServer) reached(b blobSet, kind, mac string) bool {

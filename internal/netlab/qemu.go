@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"time"
 )
 
 // Firmware selects how a VM boots.
@@ -52,6 +53,11 @@ type VMConfig struct {
 	// QEMU's iPXE EFI ROM, OVMF boots iPXE straight away); "qemu" keeps
 	// QEMU's ROM, "none" drops it, anything else is a ROM file path.
 	NICROM string
+	// RetryBoot, when positive, makes SeaBIOS restart the VM that long after
+	// a boot fails (a PXE try whose DHCP went unanswered, a script that
+	// exits), as a data-centre BIOS set to retry network boot would; zero
+	// leaves a failed VM halted at "No bootable device". OVMF ignores it.
+	RetryBoot time.Duration
 	// Extra are further QEMU arguments.
 	Extra []string
 }
@@ -131,7 +137,7 @@ func (l *Lab) qemuArgs(cfg *VMConfig, vm *VM, tap string) ([]string, error) {
 		"-monitor", "unix:" + vm.Monitor + ",server=on,wait=off",
 		"-netdev", "tap,id=n0,ifname=" + tap + ",script=no,downscript=no",
 		"-device", cfg.NIC + ",netdev=n0,mac=" + cfg.MAC.String() + romOption(cfg),
-		"-boot", "n",
+		"-boot", bootOrder(cfg),
 	}
 	if cfg.Firmware == UEFI {
 		vars := filepath.Join(l.dir, cfg.Label+"-vars.fd")
@@ -143,6 +149,13 @@ func (l *Lab) qemuArgs(cfg *VMConfig, vm *VM, tap string) ([]string, error) {
 			"-drive", "if=pflash,format=raw,file="+vars)
 	}
 	return append(args, cfg.Extra...), nil
+}
+
+func bootOrder(cfg *VMConfig) string {
+	if cfg.RetryBoot > 0 {
+		return "n,reboot-timeout=" + strconv.FormatInt(cfg.RetryBoot.Milliseconds(), 10)
+	}
+	return "n"
 }
 
 func romOption(cfg *VMConfig) string {

@@ -99,3 +99,18 @@ func TestLineWithAll(t *testing.T) {
 		})
 	}
 }
+
+func TestBootOrder(t *testing.T) {
+	for _, tc := range []struct {
+		retry time.Duration
+		want  string
+	}{
+		{0, "n"},
+		{-time.Second, "n"},
+		{3 * time.Second, "n,reboot-timeout=3000"},
+	} {
+		if got := bootOrder(&VMConfig{RetryBoot: tc.retry}); got != tc.want {
+			t.Errorf("bootOrder(RetryBoot %v) = %q, want %q", tc.retry, got, tc.want)
+		}
+	}
+}
