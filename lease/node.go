@@ -18,8 +18,24 @@ import (
 	"google.golang.org/protobuf/proto"
 )
 
+// Mode is where the boot lease comes from.
+type Mode string
+
+const (
+	// Standalone: a single-voter raft; this appliance holds the lease
+	// whenever it runs.
+	Standalone Mode = "standalone"
+	// Cluster: 3 or 5 voters; the raft leader holds the lease.
+	Cluster Mode = "cluster"
+	// External: a control plane pushes BootLeaseState (UpdateLease) and must
+	// renew it within its ttl.
+	External Mode = "external"
+)
+
 // Config configures a Node.
 type Config struct {
+	// Mode is the lease source; empty is Standalone.
+	Mode Mode
 	// Dir holds raft.db (log and stable store) and snapshots/. It is created
 	// with mode 0700 when missing.
 	Dir string
@@ -30,6 +46,21 @@ type Config struct {
 	// and only a single voter can run. CheckTransport says which Bind and
 	// TLS go together: anything but a loopback address needs TLS.
 	Bind string
+	// Advertise is the raft address the other voters dial (default Bind).
+	// In cluster mode it is also this voter's raft server id.
+	Advertise string
+	// Join are the raft addresses of the other voters (cluster mode): two or
+	// four. Appliances started with each other's addresses bootstrap one
+	// cluster with the same configuration.
+	Join []string
+	// Margin is what a new holder waits beyond TTL after winning, for clock
+	// rate differences (1 s if zero).
+	Margin time.Duration
+	// PublicKey is the PKIX DER of this appliance's node key, published
+	// through the log so every member can serve the site's keys.
+	PublicKey []byte
+	// Registerer receives the lease metrics (none if nil).
+	Registerer prometheus.Registerer
 	// TLS makes the raft transport mutual TLS 1.3: peers are accepted and
 	// dialed only with a certificate chained to TLS.CA.
 	TLS TLSFiles

@@ -415,8 +415,10 @@ type GetStatusResponse struct {
 	// why and the entry, discovered and image counts are not reported.
 	Ready          bool   `protobuf:"varint,19,opt,name=ready,proto3" json:"ready,omitempty"`
 	NotReadyReason string `protobuf:"bytes,20,opt,name=not_ready_reason,json=notReadyReason,proto3" json:"not_ready_reason,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// lease_status is the boot lease in full (GetLease).
+	LeaseStatus   *LeaseStatus `protobuf:"bytes,21,opt,name=lease_status,json=leaseStatus,proto3" json:"lease_status,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *GetStatusResponse) Reset() {
@@ -587,6 +589,13 @@ func (x *GetStatusResponse) GetNotReadyReason() string {
 		return x.NotReadyReason
 	}
 	return ""
+}
+
+func (x *GetStatusResponse) GetLeaseStatus() *LeaseStatus {
+	if x != nil {
+		return x.LeaseStatus
+	}
+	return nil
 }
 
 // BootFile is one first-stage boot file.
@@ -1588,6 +1597,775 @@ func (x *PullImagesResponse) GetImages() []*Image {
 	return nil
 }
 
+type GetLeaseRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetLeaseRequest) Reset() {
+	*x = GetLeaseRequest{}
+	mi := &file_siteboot_v1_siteboot_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetLeaseRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetLeaseRequest) ProtoMessage() {}
+
+func (x *GetLeaseRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_siteboot_v1_siteboot_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetLeaseRequest.ProtoReflect.Descriptor instead.
+func (*GetLeaseRequest) Descriptor() ([]byte, []int) {
+	return file_siteboot_v1_siteboot_proto_rawDescGZIP(), []int{26}
+}
+
+// LeaseStatus is the boot lease as one appliance sees it.
+type LeaseStatus struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// mode is "standalone", "cluster" or "external".
+	Mode string `protobuf:"bytes,1,opt,name=mode,proto3" json:"mode,omitempty"`
+	// active is true while this appliance may answer: it holds the lease and
+	// its window has not run out.
+	Active bool `protobuf:"varint,2,opt,name=active,proto3" json:"active,omitempty"`
+	// epoch is the newest epoch this appliance knows (committed through raft,
+	// or pushed in external mode).
+	Epoch uint64 `protobuf:"varint,3,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	TtlMs uint32 `protobuf:"varint,4,opt,name=ttl_ms,json=ttlMs,proto3" json:"ttl_ms,omitempty"`
+	// holder is the node id of the appliance that took the epoch (empty in
+	// external mode).
+	Holder string `protobuf:"bytes,5,opt,name=holder,proto3" json:"holder,omitempty"`
+	// valid_until is when this appliance's window ends (wall clock, for
+	// people; the appliance itself checks a monotonic clock). Absent while it
+	// holds none.
+	ValidUntil *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=valid_until,json=validUntil,proto3" json:"valid_until,omitempty"`
+	// members are the site's raft voters.
+	Members []*Member `protobuf:"bytes,7,rep,name=members,proto3" json:"members,omitempty"`
+	// fenced_reason says why this appliance does not answer; empty while
+	// active.
+	FencedReason string `protobuf:"bytes,8,opt,name=fenced_reason,json=fencedReason,proto3" json:"fenced_reason,omitempty"`
+	// raft_state is this appliance's raft role.
+	RaftState string `protobuf:"bytes,9,opt,name=raft_state,json=raftState,proto3" json:"raft_state,omitempty"`
+	// applied_index is the last raft log index applied locally: reads are
+	// served from that state.
+	AppliedIndex uint64 `protobuf:"varint,10,opt,name=applied_index,json=appliedIndex,proto3" json:"applied_index,omitempty"`
+	// leader is the raft address of the leader, when one is known.
+	Leader string `protobuf:"bytes,11,opt,name=leader,proto3" json:"leader,omitempty"`
+	// fence_events counts the times this appliance stopped answering.
+	FenceEvents   uint64 `protobuf:"varint,12,opt,name=fence_events,json=fenceEvents,proto3" json:"fence_events,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LeaseStatus) Reset() {
+	*x = LeaseStatus{}
+	mi := &file_siteboot_v1_siteboot_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LeaseStatus) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LeaseStatus) ProtoMessage() {}
+
+func (x *LeaseStatus) ProtoReflect() protoreflect.Message {
+	mi := &file_siteboot_v1_siteboot_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LeaseStatus.ProtoReflect.Descriptor instead.
+func (*LeaseStatus) Descriptor() ([]byte, []int) {
+	return file_siteboot_v1_siteboot_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *LeaseStatus) GetMode() string {
+	if x != nil {
+		return x.Mode
+	}
+	return ""
+}
+
+func (x *LeaseStatus) GetActive() bool {
+	if x != nil {
+		return x.Active
+	}
+	return false
+}
+
+func (x *LeaseStatus) GetEpoch() uint64 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
+}
+
+func (x *LeaseStatus) GetTtlMs() uint32 {
+	if x != nil {
+		return x.TtlMs
+	}
+	return 0
+}
+
+func (x *LeaseStatus) GetHolder() string {
+	if x != nil {
+		return x.Holder
+	}
+	return ""
+}
+
+func (x *LeaseStatus) GetValidUntil() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ValidUntil
+	}
+	return nil
+}
+
+func (x *LeaseStatus) GetMembers() []*Member {
+	if x != nil {
+		return x.Members
+	}
+	return nil
+}
+
+func (x *LeaseStatus) GetFencedReason() string {
+	if x != nil {
+		return x.FencedReason
+	}
+	return ""
+}
+
+func (x *LeaseStatus) GetRaftState() string {
+	if x != nil {
+		return x.RaftState
+	}
+	return ""
+}
+
+func (x *LeaseStatus) GetAppliedIndex() uint64 {
+	if x != nil {
+		return x.AppliedIndex
+	}
+	return 0
+}
+
+func (x *LeaseStatus) GetLeader() string {
+	if x != nil {
+		return x.Leader
+	}
+	return ""
+}
+
+func (x *LeaseStatus) GetFenceEvents() uint64 {
+	if x != nil {
+		return x.FenceEvents
+	}
+	return 0
+}
+
+// Member is one raft voter of the site.
+type Member struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// server_id is the raft server id (in cluster mode, its raft address).
+	ServerId string `protobuf:"bytes,1,opt,name=server_id,json=serverId,proto3" json:"server_id,omitempty"`
+	Address  string `protobuf:"bytes,2,opt,name=address,proto3" json:"address,omitempty"`
+	// suffrage is "Voter", "Nonvoter" or "Staging".
+	Suffrage string `protobuf:"bytes,3,opt,name=suffrage,proto3" json:"suffrage,omitempty"`
+	Leader   bool   `protobuf:"varint,4,opt,name=leader,proto3" json:"leader,omitempty"`
+	// node_id and key_id are what the member published through the raft log:
+	// its node id and the kid of the key that signs its assertions. Empty
+	// until it has.
+	NodeId        string `protobuf:"bytes,5,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	KeyId         string `protobuf:"bytes,6,opt,name=key_id,json=keyId,proto3" json:"key_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Member) Reset() {
+	*x = Member{}
+	mi := &file_siteboot_v1_siteboot_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Member) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Member) ProtoMessage() {}
+
+func (x *Member) ProtoReflect() protoreflect.Message {
+	mi := &file_siteboot_v1_siteboot_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Member.ProtoReflect.Descriptor instead.
+func (*Member) Descriptor() ([]byte, []int) {
+	return file_siteboot_v1_siteboot_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *Member) GetServerId() string {
+	if x != nil {
+		return x.ServerId
+	}
+	return ""
+}
+
+func (x *Member) GetAddress() string {
+	if x != nil {
+		return x.Address
+	}
+	return ""
+}
+
+func (x *Member) GetSuffrage() string {
+	if x != nil {
+		return x.Suffrage
+	}
+	return ""
+}
+
+func (x *Member) GetLeader() bool {
+	if x != nil {
+		return x.Leader
+	}
+	return false
+}
+
+func (x *Member) GetNodeId() string {
+	if x != nil {
+		return x.NodeId
+	}
+	return ""
+}
+
+func (x *Member) GetKeyId() string {
+	if x != nil {
+		return x.KeyId
+	}
+	return ""
+}
+
+type UpdateLeaseRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Lease         *v1.BootLeaseState     `protobuf:"bytes,1,opt,name=lease,proto3" json:"lease,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateLeaseRequest) Reset() {
+	*x = UpdateLeaseRequest{}
+	mi := &file_siteboot_v1_siteboot_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateLeaseRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateLeaseRequest) ProtoMessage() {}
+
+func (x *UpdateLeaseRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_siteboot_v1_siteboot_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateLeaseRequest.ProtoReflect.Descriptor instead.
+func (*UpdateLeaseRequest) Descriptor() ([]byte, []int) {
+	return file_siteboot_v1_siteboot_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *UpdateLeaseRequest) GetLease() *v1.BootLeaseState {
+	if x != nil {
+		return x.Lease
+	}
+	return nil
+}
+
+type UpdateLeaseResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Status        *LeaseStatus           `protobuf:"bytes,1,opt,name=status,proto3" json:"status,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateLeaseResponse) Reset() {
+	*x = UpdateLeaseResponse{}
+	mi := &file_siteboot_v1_siteboot_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateLeaseResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateLeaseResponse) ProtoMessage() {}
+
+func (x *UpdateLeaseResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_siteboot_v1_siteboot_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateLeaseResponse.ProtoReflect.Descriptor instead.
+func (*UpdateLeaseResponse) Descriptor() ([]byte, []int) {
+	return file_siteboot_v1_siteboot_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *UpdateLeaseResponse) GetStatus() *LeaseStatus {
+	if x != nil {
+		return x.Status
+	}
+	return nil
+}
+
+type ListMembersRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListMembersRequest) Reset() {
+	*x = ListMembersRequest{}
+	mi := &file_siteboot_v1_siteboot_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListMembersRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListMembersRequest) ProtoMessage() {}
+
+func (x *ListMembersRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_siteboot_v1_siteboot_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListMembersRequest.ProtoReflect.Descriptor instead.
+func (*ListMembersRequest) Descriptor() ([]byte, []int) {
+	return file_siteboot_v1_siteboot_proto_rawDescGZIP(), []int{31}
+}
+
+type ListMembersResponse struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Members []*Member              `protobuf:"bytes,1,rep,name=members,proto3" json:"members,omitempty"`
+	// applied_index is the local raft index the list was read at.
+	AppliedIndex  uint64 `protobuf:"varint,2,opt,name=applied_index,json=appliedIndex,proto3" json:"applied_index,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListMembersResponse) Reset() {
+	*x = ListMembersResponse{}
+	mi := &file_siteboot_v1_siteboot_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListMembersResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListMembersResponse) ProtoMessage() {}
+
+func (x *ListMembersResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_siteboot_v1_siteboot_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListMembersResponse.ProtoReflect.Descriptor instead.
+func (*ListMembersResponse) Descriptor() ([]byte, []int) {
+	return file_siteboot_v1_siteboot_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *ListMembersResponse) GetMembers() []*Member {
+	if x != nil {
+		return x.Members
+	}
+	return nil
+}
+
+func (x *ListMembersResponse) GetAppliedIndex() uint64 {
+	if x != nil {
+		return x.AppliedIndex
+	}
+	return 0
+}
+
+type AddMemberRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// address is the new voter's raft address (host:port), as it advertises.
+	Address       string `protobuf:"bytes,1,opt,name=address,proto3" json:"address,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AddMemberRequest) Reset() {
+	*x = AddMemberRequest{}
+	mi := &file_siteboot_v1_siteboot_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AddMemberRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AddMemberRequest) ProtoMessage() {}
+
+func (x *AddMemberRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_siteboot_v1_siteboot_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AddMemberRequest.ProtoReflect.Descriptor instead.
+func (*AddMemberRequest) Descriptor() ([]byte, []int) {
+	return file_siteboot_v1_siteboot_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *AddMemberRequest) GetAddress() string {
+	if x != nil {
+		return x.Address
+	}
+	return ""
+}
+
+type AddMemberResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Members       []*Member              `protobuf:"bytes,1,rep,name=members,proto3" json:"members,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AddMemberResponse) Reset() {
+	*x = AddMemberResponse{}
+	mi := &file_siteboot_v1_siteboot_proto_msgTypes[34]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AddMemberResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AddMemberResponse) ProtoMessage() {}
+
+func (x *AddMemberResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_siteboot_v1_siteboot_proto_msgTypes[34]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AddMemberResponse.ProtoReflect.Descriptor instead.
+func (*AddMemberResponse) Descriptor() ([]byte, []int) {
+	return file_siteboot_v1_siteboot_proto_rawDescGZIP(), []int{34}
+}
+
+func (x *AddMemberResponse) GetMembers() []*Member {
+	if x != nil {
+		return x.Members
+	}
+	return nil
+}
+
+type RemoveMemberRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// address is the voter's raft address.
+	Address       string `protobuf:"bytes,1,opt,name=address,proto3" json:"address,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RemoveMemberRequest) Reset() {
+	*x = RemoveMemberRequest{}
+	mi := &file_siteboot_v1_siteboot_proto_msgTypes[35]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RemoveMemberRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RemoveMemberRequest) ProtoMessage() {}
+
+func (x *RemoveMemberRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_siteboot_v1_siteboot_proto_msgTypes[35]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RemoveMemberRequest.ProtoReflect.Descriptor instead.
+func (*RemoveMemberRequest) Descriptor() ([]byte, []int) {
+	return file_siteboot_v1_siteboot_proto_rawDescGZIP(), []int{35}
+}
+
+func (x *RemoveMemberRequest) GetAddress() string {
+	if x != nil {
+		return x.Address
+	}
+	return ""
+}
+
+type RemoveMemberResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Members       []*Member              `protobuf:"bytes,1,rep,name=members,proto3" json:"members,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RemoveMemberResponse) Reset() {
+	*x = RemoveMemberResponse{}
+	mi := &file_siteboot_v1_siteboot_proto_msgTypes[36]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RemoveMemberResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RemoveMemberResponse) ProtoMessage() {}
+
+func (x *RemoveMemberResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_siteboot_v1_siteboot_proto_msgTypes[36]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RemoveMemberResponse.ProtoReflect.Descriptor instead.
+func (*RemoveMemberResponse) Descriptor() ([]byte, []int) {
+	return file_siteboot_v1_siteboot_proto_rawDescGZIP(), []int{36}
+}
+
+func (x *RemoveMemberResponse) GetMembers() []*Member {
+	if x != nil {
+		return x.Members
+	}
+	return nil
+}
+
+type VerifyAssertionRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// assertion is the text exactly as it appears after bc.assertion= in a
+	// script.
+	Assertion string `protobuf:"bytes,1,opt,name=assertion,proto3" json:"assertion,omitempty"`
+	// min_epoch refuses an assertion whose boot_lease_epoch is lower.
+	MinEpoch uint64 `protobuf:"varint,2,opt,name=min_epoch,json=minEpoch,proto3" json:"min_epoch,omitempty"`
+	// jwks, when set, is the key set (RFC 7517 JSON) to verify against
+	// instead of the site members' keys.
+	Jwks          []byte `protobuf:"bytes,3,opt,name=jwks,proto3" json:"jwks,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *VerifyAssertionRequest) Reset() {
+	*x = VerifyAssertionRequest{}
+	mi := &file_siteboot_v1_siteboot_proto_msgTypes[37]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *VerifyAssertionRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*VerifyAssertionRequest) ProtoMessage() {}
+
+func (x *VerifyAssertionRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_siteboot_v1_siteboot_proto_msgTypes[37]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use VerifyAssertionRequest.ProtoReflect.Descriptor instead.
+func (*VerifyAssertionRequest) Descriptor() ([]byte, []int) {
+	return file_siteboot_v1_siteboot_proto_rawDescGZIP(), []int{37}
+}
+
+func (x *VerifyAssertionRequest) GetAssertion() string {
+	if x != nil {
+		return x.Assertion
+	}
+	return ""
+}
+
+func (x *VerifyAssertionRequest) GetMinEpoch() uint64 {
+	if x != nil {
+		return x.MinEpoch
+	}
+	return 0
+}
+
+func (x *VerifyAssertionRequest) GetJwks() []byte {
+	if x != nil {
+		return x.Jwks
+	}
+	return nil
+}
+
+type VerifyAssertionResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// valid is true only when signature, key id, expiry and epoch all pass.
+	Valid bool `protobuf:"varint,1,opt,name=valid,proto3" json:"valid,omitempty"`
+	// reason says what failed; empty when valid.
+	Reason string `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
+	// assertion is the decoded body, present once the signature checked out.
+	Assertion *v1.DiscoveryAssertion `protobuf:"bytes,3,opt,name=assertion,proto3" json:"assertion,omitempty"`
+	// key_id is the kid the assertion names.
+	KeyId         string `protobuf:"bytes,4,opt,name=key_id,json=keyId,proto3" json:"key_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *VerifyAssertionResponse) Reset() {
+	*x = VerifyAssertionResponse{}
+	mi := &file_siteboot_v1_siteboot_proto_msgTypes[38]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *VerifyAssertionResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*VerifyAssertionResponse) ProtoMessage() {}
+
+func (x *VerifyAssertionResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_siteboot_v1_siteboot_proto_msgTypes[38]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use VerifyAssertionResponse.ProtoReflect.Descriptor instead.
+func (*VerifyAssertionResponse) Descriptor() ([]byte, []int) {
+	return file_siteboot_v1_siteboot_proto_rawDescGZIP(), []int{38}
+}
+
+func (x *VerifyAssertionResponse) GetValid() bool {
+	if x != nil {
+		return x.Valid
+	}
+	return false
+}
+
+func (x *VerifyAssertionResponse) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *VerifyAssertionResponse) GetAssertion() *v1.DiscoveryAssertion {
+	if x != nil {
+		return x.Assertion
+	}
+	return nil
+}
+
+func (x *VerifyAssertionResponse) GetKeyId() string {
+	if x != nil {
+		return x.KeyId
+	}
+	return ""
+}
+
 var File_siteboot_v1_siteboot_proto protoreflect.FileDescriptor
 
 const file_siteboot_v1_siteboot_proto_rawDesc = "" +
@@ -1610,7 +2388,7 @@ const file_siteboot_v1_siteboot_proto_rawDesc = "" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\"C\n" +
 	"\x13ListEntriesResponse\x12,\n" +
 	"\aentries\x18\x01 \x03(\v2\x12.siteboot.v1.EntryR\aentries\"\x12\n" +
-	"\x10GetStatusRequest\"\x8c\x06\n" +
+	"\x10GetStatusRequest\"\xc9\x06\n" +
 	"\x11GetStatusResponse\x12\x17\n" +
 	"\asite_id\x18\x01 \x01(\tR\x06siteId\x12\x17\n" +
 	"\anode_id\x18\x02 \x01(\tR\x06nodeId\x12\x18\n" +
@@ -1638,7 +2416,8 @@ const file_siteboot_v1_siteboot_proto_rawDesc = "" +
 	"\tlisteners\x18\x11 \x03(\v2\x15.siteboot.v1.ListenerR\tlisteners\x12=\n" +
 	"\x06images\x18\x12 \x01(\v2%.bettercompute.agent.v1.ImagesSectionR\x06images\x12\x14\n" +
 	"\x05ready\x18\x13 \x01(\bR\x05ready\x12(\n" +
-	"\x10not_ready_reason\x18\x14 \x01(\tR\x0enotReadyReason\"b\n" +
+	"\x10not_ready_reason\x18\x14 \x01(\tR\x0enotReadyReason\x12;\n" +
+	"\flease_status\x18\x15 \x01(\v2\x18.siteboot.v1.LeaseStatusR\vleaseStatus\"b\n" +
 	"\bBootFile\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
 	"\x06arches\x18\x02 \x03(\tR\x06arches\x12\x12\n" +
@@ -1698,7 +2477,56 @@ const file_siteboot_v1_siteboot_proto_rawDesc = "" +
 	"\x06sha256\x18\x01 \x03(\fR\x06sha256\x12\x12\n" +
 	"\x04wait\x18\x02 \x01(\bR\x04wait\"@\n" +
 	"\x12PullImagesResponse\x12*\n" +
-	"\x06images\x18\x01 \x03(\v2\x12.siteboot.v1.ImageR\x06images2\xcb\b\n" +
+	"\x06images\x18\x01 \x03(\v2\x12.siteboot.v1.ImageR\x06images\"\x11\n" +
+	"\x0fGetLeaseRequest\"\x8e\x03\n" +
+	"\vLeaseStatus\x12\x12\n" +
+	"\x04mode\x18\x01 \x01(\tR\x04mode\x12\x16\n" +
+	"\x06active\x18\x02 \x01(\bR\x06active\x12\x14\n" +
+	"\x05epoch\x18\x03 \x01(\x04R\x05epoch\x12\x15\n" +
+	"\x06ttl_ms\x18\x04 \x01(\rR\x05ttlMs\x12\x16\n" +
+	"\x06holder\x18\x05 \x01(\tR\x06holder\x12;\n" +
+	"\vvalid_until\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"validUntil\x12-\n" +
+	"\amembers\x18\a \x03(\v2\x13.siteboot.v1.MemberR\amembers\x12#\n" +
+	"\rfenced_reason\x18\b \x01(\tR\ffencedReason\x12\x1d\n" +
+	"\n" +
+	"raft_state\x18\t \x01(\tR\traftState\x12#\n" +
+	"\rapplied_index\x18\n" +
+	" \x01(\x04R\fappliedIndex\x12\x16\n" +
+	"\x06leader\x18\v \x01(\tR\x06leader\x12!\n" +
+	"\ffence_events\x18\f \x01(\x04R\vfenceEvents\"\xa3\x01\n" +
+	"\x06Member\x12\x1b\n" +
+	"\tserver_id\x18\x01 \x01(\tR\bserverId\x12\x18\n" +
+	"\aaddress\x18\x02 \x01(\tR\aaddress\x12\x1a\n" +
+	"\bsuffrage\x18\x03 \x01(\tR\bsuffrage\x12\x16\n" +
+	"\x06leader\x18\x04 \x01(\bR\x06leader\x12\x17\n" +
+	"\anode_id\x18\x05 \x01(\tR\x06nodeId\x12\x15\n" +
+	"\x06key_id\x18\x06 \x01(\tR\x05keyId\"Q\n" +
+	"\x12UpdateLeaseRequest\x12;\n" +
+	"\x05lease\x18\x01 \x01(\v2%.bettercompute.site.v1.BootLeaseStateR\x05lease\"G\n" +
+	"\x13UpdateLeaseResponse\x120\n" +
+	"\x06status\x18\x01 \x01(\v2\x18.siteboot.v1.LeaseStatusR\x06status\"\x14\n" +
+	"\x12ListMembersRequest\"i\n" +
+	"\x13ListMembersResponse\x12-\n" +
+	"\amembers\x18\x01 \x03(\v2\x13.siteboot.v1.MemberR\amembers\x12#\n" +
+	"\rapplied_index\x18\x02 \x01(\x04R\fappliedIndex\",\n" +
+	"\x10AddMemberRequest\x12\x18\n" +
+	"\aaddress\x18\x01 \x01(\tR\aaddress\"B\n" +
+	"\x11AddMemberResponse\x12-\n" +
+	"\amembers\x18\x01 \x03(\v2\x13.siteboot.v1.MemberR\amembers\"/\n" +
+	"\x13RemoveMemberRequest\x12\x18\n" +
+	"\aaddress\x18\x01 \x01(\tR\aaddress\"E\n" +
+	"\x14RemoveMemberResponse\x12-\n" +
+	"\amembers\x18\x01 \x03(\v2\x13.siteboot.v1.MemberR\amembers\"g\n" +
+	"\x16VerifyAssertionRequest\x12\x1c\n" +
+	"\tassertion\x18\x01 \x01(\tR\tassertion\x12\x1b\n" +
+	"\tmin_epoch\x18\x02 \x01(\x04R\bminEpoch\x12\x12\n" +
+	"\x04jwks\x18\x03 \x01(\fR\x04jwks\"\xa7\x01\n" +
+	"\x17VerifyAssertionResponse\x12\x14\n" +
+	"\x05valid\x18\x01 \x01(\bR\x05valid\x12\x16\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason\x12G\n" +
+	"\tassertion\x18\x03 \x01(\v2).bettercompute.site.v1.DiscoveryAssertionR\tassertion\x12\x15\n" +
+	"\x06key_id\x18\x04 \x01(\tR\x05keyId2\xb2\f\n" +
 	"\bSiteBoot\x12Y\n" +
 	"\x0ePrepareRamdisk\x12\".siteboot.v1.PrepareRamdiskRequest\x1a#.siteboot.v1.PrepareRamdiskResponse\x12R\n" +
 	"\aCleanUp\x12).bettercompute.site.v1.BootCleanUpRequest\x1a\x1c.siteboot.v1.CleanUpResponse\x12P\n" +
@@ -1714,7 +2542,13 @@ const file_siteboot_v1_siteboot_proto_rawDesc = "" +
 	"ListImages\x12\x1e.siteboot.v1.ListImagesRequest\x1a\x1f.siteboot.v1.ListImagesResponse\x12P\n" +
 	"\vRemoveImage\x12\x1f.siteboot.v1.RemoveImageRequest\x1a .siteboot.v1.RemoveImageResponse\x12O\n" +
 	"\n" +
-	"PullImages\x12\x1e.siteboot.v1.PullImagesRequest\x1a\x1f.siteboot.v1.PullImagesResponse0\x01B\xa6\x01\n" +
+	"PullImages\x12\x1e.siteboot.v1.PullImagesRequest\x1a\x1f.siteboot.v1.PullImagesResponse0\x01\x12B\n" +
+	"\bGetLease\x12\x1c.siteboot.v1.GetLeaseRequest\x1a\x18.siteboot.v1.LeaseStatus\x12P\n" +
+	"\vUpdateLease\x12\x1f.siteboot.v1.UpdateLeaseRequest\x1a .siteboot.v1.UpdateLeaseResponse\x12P\n" +
+	"\vListMembers\x12\x1f.siteboot.v1.ListMembersRequest\x1a .siteboot.v1.ListMembersResponse\x12J\n" +
+	"\tAddMember\x12\x1d.siteboot.v1.AddMemberRequest\x1a\x1e.siteboot.v1.AddMemberResponse\x12S\n" +
+	"\fRemoveMember\x12 .siteboot.v1.RemoveMemberRequest\x1a!.siteboot.v1.RemoveMemberResponse\x12\\\n" +
+	"\x0fVerifyAssertion\x12#.siteboot.v1.VerifyAssertionRequest\x1a$.siteboot.v1.VerifyAssertionResponseB\xa6\x01\n" +
 	"\x0fcom.siteboot.v1B\rSitebootProtoP\x01Z7github.com/siteboot/siteboot/gen/siteboot/v1;sitebootv1\xa2\x02\x03SXX\xaa\x02\vSiteboot.V1\xca\x02\vSiteboot\\V1\xe2\x02\x17Siteboot\\V1\\GPBMetadata\xea\x02\fSiteboot::V1b\x06proto3"
 
 var (
@@ -1729,99 +2563,134 @@ func file_siteboot_v1_siteboot_proto_rawDescGZIP() []byte {
 	return file_siteboot_v1_siteboot_proto_rawDescData
 }
 
-var file_siteboot_v1_siteboot_proto_msgTypes = make([]protoimpl.MessageInfo, 26)
+var file_siteboot_v1_siteboot_proto_msgTypes = make([]protoimpl.MessageInfo, 39)
 var file_siteboot_v1_siteboot_proto_goTypes = []any{
-	(*PrepareRamdiskRequest)(nil),  // 0: siteboot.v1.PrepareRamdiskRequest
-	(*PrepareRamdiskResponse)(nil), // 1: siteboot.v1.PrepareRamdiskResponse
-	(*Entry)(nil),                  // 2: siteboot.v1.Entry
-	(*CleanUpResponse)(nil),        // 3: siteboot.v1.CleanUpResponse
-	(*ListEntriesRequest)(nil),     // 4: siteboot.v1.ListEntriesRequest
-	(*ListEntriesResponse)(nil),    // 5: siteboot.v1.ListEntriesResponse
-	(*GetStatusRequest)(nil),       // 6: siteboot.v1.GetStatusRequest
-	(*GetStatusResponse)(nil),      // 7: siteboot.v1.GetStatusResponse
-	(*BootFile)(nil),               // 8: siteboot.v1.BootFile
-	(*Listener)(nil),               // 9: siteboot.v1.Listener
-	(*ListDiscoveredRequest)(nil),  // 10: siteboot.v1.ListDiscoveredRequest
-	(*ListDiscoveredResponse)(nil), // 11: siteboot.v1.ListDiscoveredResponse
-	(*PreviewScriptRequest)(nil),   // 12: siteboot.v1.PreviewScriptRequest
-	(*ApplySiteSpecRequest)(nil),   // 13: siteboot.v1.ApplySiteSpecRequest
-	(*ApplySiteSpecResponse)(nil),  // 14: siteboot.v1.ApplySiteSpecResponse
-	(*GetSiteSpecRequest)(nil),     // 15: siteboot.v1.GetSiteSpecRequest
-	(*GetSiteSpecResponse)(nil),    // 16: siteboot.v1.GetSiteSpecResponse
-	(*AddImageRequest)(nil),        // 17: siteboot.v1.AddImageRequest
-	(*AddImageResponse)(nil),       // 18: siteboot.v1.AddImageResponse
-	(*ListImagesRequest)(nil),      // 19: siteboot.v1.ListImagesRequest
-	(*ListImagesResponse)(nil),     // 20: siteboot.v1.ListImagesResponse
-	(*Image)(nil),                  // 21: siteboot.v1.Image
-	(*RemoveImageRequest)(nil),     // 22: siteboot.v1.RemoveImageRequest
-	(*RemoveImageResponse)(nil),    // 23: siteboot.v1.RemoveImageResponse
-	(*PullImagesRequest)(nil),      // 24: siteboot.v1.PullImagesRequest
-	(*PullImagesResponse)(nil),     // 25: siteboot.v1.PullImagesResponse
-	(*v1.ProxyDhcpEntry)(nil),      // 26: bettercompute.site.v1.ProxyDhcpEntry
-	(*timestamppb.Timestamp)(nil),  // 27: google.protobuf.Timestamp
-	(*v1.BootLeaseState)(nil),      // 28: bettercompute.site.v1.BootLeaseState
-	(*v11.ImagesSection)(nil),      // 29: bettercompute.agent.v1.ImagesSection
-	(*v11.DiscoveredMachine)(nil),  // 30: bettercompute.agent.v1.DiscoveredMachine
-	(*v1.IpxeScriptRequest)(nil),   // 31: bettercompute.site.v1.IpxeScriptRequest
-	(*v1.SiteSpec)(nil),            // 32: bettercompute.site.v1.SiteSpec
-	(*v1.CacheImage)(nil),          // 33: bettercompute.site.v1.CacheImage
-	(v11.CachedImageState)(0),      // 34: bettercompute.agent.v1.CachedImageState
-	(*v1.BootCleanUpRequest)(nil),  // 35: bettercompute.site.v1.BootCleanUpRequest
-	(*v1.IpxeScript)(nil),          // 36: bettercompute.site.v1.IpxeScript
+	(*PrepareRamdiskRequest)(nil),   // 0: siteboot.v1.PrepareRamdiskRequest
+	(*PrepareRamdiskResponse)(nil),  // 1: siteboot.v1.PrepareRamdiskResponse
+	(*Entry)(nil),                   // 2: siteboot.v1.Entry
+	(*CleanUpResponse)(nil),         // 3: siteboot.v1.CleanUpResponse
+	(*ListEntriesRequest)(nil),      // 4: siteboot.v1.ListEntriesRequest
+	(*ListEntriesResponse)(nil),     // 5: siteboot.v1.ListEntriesResponse
+	(*GetStatusRequest)(nil),        // 6: siteboot.v1.GetStatusRequest
+	(*GetStatusResponse)(nil),       // 7: siteboot.v1.GetStatusResponse
+	(*BootFile)(nil),                // 8: siteboot.v1.BootFile
+	(*Listener)(nil),                // 9: siteboot.v1.Listener
+	(*ListDiscoveredRequest)(nil),   // 10: siteboot.v1.ListDiscoveredRequest
+	(*ListDiscoveredResponse)(nil),  // 11: siteboot.v1.ListDiscoveredResponse
+	(*PreviewScriptRequest)(nil),    // 12: siteboot.v1.PreviewScriptRequest
+	(*ApplySiteSpecRequest)(nil),    // 13: siteboot.v1.ApplySiteSpecRequest
+	(*ApplySiteSpecResponse)(nil),   // 14: siteboot.v1.ApplySiteSpecResponse
+	(*GetSiteSpecRequest)(nil),      // 15: siteboot.v1.GetSiteSpecRequest
+	(*GetSiteSpecResponse)(nil),     // 16: siteboot.v1.GetSiteSpecResponse
+	(*AddImageRequest)(nil),         // 17: siteboot.v1.AddImageRequest
+	(*AddImageResponse)(nil),        // 18: siteboot.v1.AddImageResponse
+	(*ListImagesRequest)(nil),       // 19: siteboot.v1.ListImagesRequest
+	(*ListImagesResponse)(nil),      // 20: siteboot.v1.ListImagesResponse
+	(*Image)(nil),                   // 21: siteboot.v1.Image
+	(*RemoveImageRequest)(nil),      // 22: siteboot.v1.RemoveImageRequest
+	(*RemoveImageResponse)(nil),     // 23: siteboot.v1.RemoveImageResponse
+	(*PullImagesRequest)(nil),       // 24: siteboot.v1.PullImagesRequest
+	(*PullImagesResponse)(nil),      // 25: siteboot.v1.PullImagesResponse
+	(*GetLeaseRequest)(nil),         // 26: siteboot.v1.GetLeaseRequest
+	(*LeaseStatus)(nil),             // 27: siteboot.v1.LeaseStatus
+	(*Member)(nil),                  // 28: siteboot.v1.Member
+	(*UpdateLeaseRequest)(nil),      // 29: siteboot.v1.UpdateLeaseRequest
+	(*UpdateLeaseResponse)(nil),     // 30: siteboot.v1.UpdateLeaseResponse
+	(*ListMembersRequest)(nil),      // 31: siteboot.v1.ListMembersRequest
+	(*ListMembersResponse)(nil),     // 32: siteboot.v1.ListMembersResponse
+	(*AddMemberRequest)(nil),        // 33: siteboot.v1.AddMemberRequest
+	(*AddMemberResponse)(nil),       // 34: siteboot.v1.AddMemberResponse
+	(*RemoveMemberRequest)(nil),     // 35: siteboot.v1.RemoveMemberRequest
+	(*RemoveMemberResponse)(nil),    // 36: siteboot.v1.RemoveMemberResponse
+	(*VerifyAssertionRequest)(nil),  // 37: siteboot.v1.VerifyAssertionRequest
+	(*VerifyAssertionResponse)(nil), // 38: siteboot.v1.VerifyAssertionResponse
+	(*v1.ProxyDhcpEntry)(nil),       // 39: bettercompute.site.v1.ProxyDhcpEntry
+	(*timestamppb.Timestamp)(nil),   // 40: google.protobuf.Timestamp
+	(*v1.BootLeaseState)(nil),       // 41: bettercompute.site.v1.BootLeaseState
+	(*v11.ImagesSection)(nil),       // 42: bettercompute.agent.v1.ImagesSection
+	(*v11.DiscoveredMachine)(nil),   // 43: bettercompute.agent.v1.DiscoveredMachine
+	(*v1.IpxeScriptRequest)(nil),    // 44: bettercompute.site.v1.IpxeScriptRequest
+	(*v1.SiteSpec)(nil),             // 45: bettercompute.site.v1.SiteSpec
+	(*v1.CacheImage)(nil),           // 46: bettercompute.site.v1.CacheImage
+	(v11.CachedImageState)(0),       // 47: bettercompute.agent.v1.CachedImageState
+	(*v1.DiscoveryAssertion)(nil),   // 48: bettercompute.site.v1.DiscoveryAssertion
+	(*v1.BootCleanUpRequest)(nil),   // 49: bettercompute.site.v1.BootCleanUpRequest
+	(*v1.IpxeScript)(nil),           // 50: bettercompute.site.v1.IpxeScript
 }
 var file_siteboot_v1_siteboot_proto_depIdxs = []int32{
-	26, // 0: siteboot.v1.PrepareRamdiskRequest.entries:type_name -> bettercompute.site.v1.ProxyDhcpEntry
+	39, // 0: siteboot.v1.PrepareRamdiskRequest.entries:type_name -> bettercompute.site.v1.ProxyDhcpEntry
 	2,  // 1: siteboot.v1.PrepareRamdiskResponse.entries:type_name -> siteboot.v1.Entry
-	26, // 2: siteboot.v1.Entry.entry:type_name -> bettercompute.site.v1.ProxyDhcpEntry
-	27, // 3: siteboot.v1.Entry.created_at:type_name -> google.protobuf.Timestamp
+	39, // 2: siteboot.v1.Entry.entry:type_name -> bettercompute.site.v1.ProxyDhcpEntry
+	40, // 3: siteboot.v1.Entry.created_at:type_name -> google.protobuf.Timestamp
 	2,  // 4: siteboot.v1.ListEntriesResponse.entries:type_name -> siteboot.v1.Entry
-	28, // 5: siteboot.v1.GetStatusResponse.lease:type_name -> bettercompute.site.v1.BootLeaseState
-	27, // 6: siteboot.v1.GetStatusResponse.started_at:type_name -> google.protobuf.Timestamp
+	41, // 5: siteboot.v1.GetStatusResponse.lease:type_name -> bettercompute.site.v1.BootLeaseState
+	40, // 6: siteboot.v1.GetStatusResponse.started_at:type_name -> google.protobuf.Timestamp
 	8,  // 7: siteboot.v1.GetStatusResponse.boot_files:type_name -> siteboot.v1.BootFile
 	9,  // 8: siteboot.v1.GetStatusResponse.listeners:type_name -> siteboot.v1.Listener
-	29, // 9: siteboot.v1.GetStatusResponse.images:type_name -> bettercompute.agent.v1.ImagesSection
-	30, // 10: siteboot.v1.ListDiscoveredResponse.machines:type_name -> bettercompute.agent.v1.DiscoveredMachine
-	31, // 11: siteboot.v1.PreviewScriptRequest.request:type_name -> bettercompute.site.v1.IpxeScriptRequest
-	32, // 12: siteboot.v1.ApplySiteSpecRequest.spec:type_name -> bettercompute.site.v1.SiteSpec
-	32, // 13: siteboot.v1.ApplySiteSpecResponse.spec:type_name -> bettercompute.site.v1.SiteSpec
-	32, // 14: siteboot.v1.GetSiteSpecResponse.spec:type_name -> bettercompute.site.v1.SiteSpec
-	33, // 15: siteboot.v1.AddImageRequest.image:type_name -> bettercompute.site.v1.CacheImage
-	21, // 16: siteboot.v1.AddImageResponse.image:type_name -> siteboot.v1.Image
-	21, // 17: siteboot.v1.ListImagesResponse.images:type_name -> siteboot.v1.Image
-	34, // 18: siteboot.v1.Image.contract_state:type_name -> bettercompute.agent.v1.CachedImageState
-	27, // 19: siteboot.v1.Image.last_used:type_name -> google.protobuf.Timestamp
-	21, // 20: siteboot.v1.PullImagesResponse.images:type_name -> siteboot.v1.Image
-	0,  // 21: siteboot.v1.SiteBoot.PrepareRamdisk:input_type -> siteboot.v1.PrepareRamdiskRequest
-	35, // 22: siteboot.v1.SiteBoot.CleanUp:input_type -> bettercompute.site.v1.BootCleanUpRequest
-	4,  // 23: siteboot.v1.SiteBoot.ListEntries:input_type -> siteboot.v1.ListEntriesRequest
-	6,  // 24: siteboot.v1.SiteBoot.GetStatus:input_type -> siteboot.v1.GetStatusRequest
-	10, // 25: siteboot.v1.SiteBoot.ListDiscovered:input_type -> siteboot.v1.ListDiscoveredRequest
-	31, // 26: siteboot.v1.SiteBoot.RenderScript:input_type -> bettercompute.site.v1.IpxeScriptRequest
-	12, // 27: siteboot.v1.SiteBoot.PreviewScript:input_type -> siteboot.v1.PreviewScriptRequest
-	13, // 28: siteboot.v1.SiteBoot.ApplySiteSpec:input_type -> siteboot.v1.ApplySiteSpecRequest
-	15, // 29: siteboot.v1.SiteBoot.GetSiteSpec:input_type -> siteboot.v1.GetSiteSpecRequest
-	17, // 30: siteboot.v1.SiteBoot.AddImage:input_type -> siteboot.v1.AddImageRequest
-	19, // 31: siteboot.v1.SiteBoot.ListImages:input_type -> siteboot.v1.ListImagesRequest
-	22, // 32: siteboot.v1.SiteBoot.RemoveImage:input_type -> siteboot.v1.RemoveImageRequest
-	24, // 33: siteboot.v1.SiteBoot.PullImages:input_type -> siteboot.v1.PullImagesRequest
-	1,  // 34: siteboot.v1.SiteBoot.PrepareRamdisk:output_type -> siteboot.v1.PrepareRamdiskResponse
-	3,  // 35: siteboot.v1.SiteBoot.CleanUp:output_type -> siteboot.v1.CleanUpResponse
-	5,  // 36: siteboot.v1.SiteBoot.ListEntries:output_type -> siteboot.v1.ListEntriesResponse
-	7,  // 37: siteboot.v1.SiteBoot.GetStatus:output_type -> siteboot.v1.GetStatusResponse
-	11, // 38: siteboot.v1.SiteBoot.ListDiscovered:output_type -> siteboot.v1.ListDiscoveredResponse
-	36, // 39: siteboot.v1.SiteBoot.RenderScript:output_type -> bettercompute.site.v1.IpxeScript
-	36, // 40: siteboot.v1.SiteBoot.PreviewScript:output_type -> bettercompute.site.v1.IpxeScript
-	14, // 41: siteboot.v1.SiteBoot.ApplySiteSpec:output_type -> siteboot.v1.ApplySiteSpecResponse
-	16, // 42: siteboot.v1.SiteBoot.GetSiteSpec:output_type -> siteboot.v1.GetSiteSpecResponse
-	18, // 43: siteboot.v1.SiteBoot.AddImage:output_type -> siteboot.v1.AddImageResponse
-	20, // 44: siteboot.v1.SiteBoot.ListImages:output_type -> siteboot.v1.ListImagesResponse
-	23, // 45: siteboot.v1.SiteBoot.RemoveImage:output_type -> siteboot.v1.RemoveImageResponse
-	25, // 46: siteboot.v1.SiteBoot.PullImages:output_type -> siteboot.v1.PullImagesResponse
-	34, // [34:47] is the sub-list for method output_type
-	21, // [21:34] is the sub-list for method input_type
-	21, // [21:21] is the sub-list for extension type_name
-	21, // [21:21] is the sub-list for extension extendee
-	0,  // [0:21] is the sub-list for field type_name
+	42, // 9: siteboot.v1.GetStatusResponse.images:type_name -> bettercompute.agent.v1.ImagesSection
+	27, // 10: siteboot.v1.GetStatusResponse.lease_status:type_name -> siteboot.v1.LeaseStatus
+	43, // 11: siteboot.v1.ListDiscoveredResponse.machines:type_name -> bettercompute.agent.v1.DiscoveredMachine
+	44, // 12: siteboot.v1.PreviewScriptRequest.request:type_name -> bettercompute.site.v1.IpxeScriptRequest
+	45, // 13: siteboot.v1.ApplySiteSpecRequest.spec:type_name -> bettercompute.site.v1.SiteSpec
+	45, // 14: siteboot.v1.ApplySiteSpecResponse.spec:type_name -> bettercompute.site.v1.SiteSpec
+	45, // 15: siteboot.v1.GetSiteSpecResponse.spec:type_name -> bettercompute.site.v1.SiteSpec
+	46, // 16: siteboot.v1.AddImageRequest.image:type_name -> bettercompute.site.v1.CacheImage
+	21, // 17: siteboot.v1.AddImageResponse.image:type_name -> siteboot.v1.Image
+	21, // 18: siteboot.v1.ListImagesResponse.images:type_name -> siteboot.v1.Image
+	47, // 19: siteboot.v1.Image.contract_state:type_name -> bettercompute.agent.v1.CachedImageState
+	40, // 20: siteboot.v1.Image.last_used:type_name -> google.protobuf.Timestamp
+	21, // 21: siteboot.v1.PullImagesResponse.images:type_name -> siteboot.v1.Image
+	40, // 22: siteboot.v1.LeaseStatus.valid_until:type_name -> google.protobuf.Timestamp
+	28, // 23: siteboot.v1.LeaseStatus.members:type_name -> siteboot.v1.Member
+	41, // 24: siteboot.v1.UpdateLeaseRequest.lease:type_name -> bettercompute.site.v1.BootLeaseState
+	27, // 25: siteboot.v1.UpdateLeaseResponse.status:type_name -> siteboot.v1.LeaseStatus
+	28, // 26: siteboot.v1.ListMembersResponse.members:type_name -> siteboot.v1.Member
+	28, // 27: siteboot.v1.AddMemberResponse.members:type_name -> siteboot.v1.Member
+	28, // 28: siteboot.v1.RemoveMemberResponse.members:type_name -> siteboot.v1.Member
+	48, // 29: siteboot.v1.VerifyAssertionResponse.assertion:type_name -> bettercompute.site.v1.DiscoveryAssertion
+	0,  // 30: siteboot.v1.SiteBoot.PrepareRamdisk:input_type -> siteboot.v1.PrepareRamdiskRequest
+	49, // 31: siteboot.v1.SiteBoot.CleanUp:input_type -> bettercompute.site.v1.BootCleanUpRequest
+	4,  // 32: siteboot.v1.SiteBoot.ListEntries:input_type -> siteboot.v1.ListEntriesRequest
+	6,  // 33: siteboot.v1.SiteBoot.GetStatus:input_type -> siteboot.v1.GetStatusRequest
+	10, // 34: siteboot.v1.SiteBoot.ListDiscovered:input_type -> siteboot.v1.ListDiscoveredRequest
+	44, // 35: siteboot.v1.SiteBoot.RenderScript:input_type -> bettercompute.site.v1.IpxeScriptRequest
+	12, // 36: siteboot.v1.SiteBoot.PreviewScript:input_type -> siteboot.v1.PreviewScriptRequest
+	13, // 37: siteboot.v1.SiteBoot.ApplySiteSpec:input_type -> siteboot.v1.ApplySiteSpecRequest
+	15, // 38: siteboot.v1.SiteBoot.GetSiteSpec:input_type -> siteboot.v1.GetSiteSpecRequest
+	17, // 39: siteboot.v1.SiteBoot.AddImage:input_type -> siteboot.v1.AddImageRequest
+	19, // 40: siteboot.v1.SiteBoot.ListImages:input_type -> siteboot.v1.ListImagesRequest
+	22, // 41: siteboot.v1.SiteBoot.RemoveImage:input_type -> siteboot.v1.RemoveImageRequest
+	24, // 42: siteboot.v1.SiteBoot.PullImages:input_type -> siteboot.v1.PullImagesRequest
+	26, // 43: siteboot.v1.SiteBoot.GetLease:input_type -> siteboot.v1.GetLeaseRequest
+	29, // 44: siteboot.v1.SiteBoot.UpdateLease:input_type -> siteboot.v1.UpdateLeaseRequest
+	31, // 45: siteboot.v1.SiteBoot.ListMembers:input_type -> siteboot.v1.ListMembersRequest
+	33, // 46: siteboot.v1.SiteBoot.AddMember:input_type -> siteboot.v1.AddMemberRequest
+	35, // 47: siteboot.v1.SiteBoot.RemoveMember:input_type -> siteboot.v1.RemoveMemberRequest
+	37, // 48: siteboot.v1.SiteBoot.VerifyAssertion:input_type -> siteboot.v1.VerifyAssertionRequest
+	1,  // 49: siteboot.v1.SiteBoot.PrepareRamdisk:output_type -> siteboot.v1.PrepareRamdiskResponse
+	3,  // 50: siteboot.v1.SiteBoot.CleanUp:output_type -> siteboot.v1.CleanUpResponse
+	5,  // 51: siteboot.v1.SiteBoot.ListEntries:output_type -> siteboot.v1.ListEntriesResponse
+	7,  // 52: siteboot.v1.SiteBoot.GetStatus:output_type -> siteboot.v1.GetStatusResponse
+	11, // 53: siteboot.v1.SiteBoot.ListDiscovered:output_type -> siteboot.v1.ListDiscoveredResponse
+	50, // 54: siteboot.v1.SiteBoot.RenderScript:output_type -> bettercompute.site.v1.IpxeScript
+	50, // 55: siteboot.v1.SiteBoot.PreviewScript:output_type -> bettercompute.site.v1.IpxeScript
+	14, // 56: siteboot.v1.SiteBoot.ApplySiteSpec:output_type -> siteboot.v1.ApplySiteSpecResponse
+	16, // 57: siteboot.v1.SiteBoot.GetSiteSpec:output_type -> siteboot.v1.GetSiteSpecResponse
+	18, // 58: siteboot.v1.SiteBoot.AddImage:output_type -> siteboot.v1.AddImageResponse
+	20, // 59: siteboot.v1.SiteBoot.ListImages:output_type -> siteboot.v1.ListImagesResponse
+	23, // 60: siteboot.v1.SiteBoot.RemoveImage:output_type -> siteboot.v1.RemoveImageResponse
+	25, // 61: siteboot.v1.SiteBoot.PullImages:output_type -> siteboot.v1.PullImagesResponse
+	27, // 62: siteboot.v1.SiteBoot.GetLease:output_type -> siteboot.v1.LeaseStatus
+	30, // 63: siteboot.v1.SiteBoot.UpdateLease:output_type -> siteboot.v1.UpdateLeaseResponse
+	32, // 64: siteboot.v1.SiteBoot.ListMembers:output_type -> siteboot.v1.ListMembersResponse
+	34, // 65: siteboot.v1.SiteBoot.AddMember:output_type -> siteboot.v1.AddMemberResponse
+	36, // 66: siteboot.v1.SiteBoot.RemoveMember:output_type -> siteboot.v1.RemoveMemberResponse
+	38, // 67: siteboot.v1.SiteBoot.VerifyAssertion:output_type -> siteboot.v1.VerifyAssertionResponse
+	49, // [49:68] is the sub-list for method output_type
+	30, // [30:49] is the sub-list for method input_type
+	30, // [30:30] is the sub-list for extension type_name
+	30, // [30:30] is the sub-list for extension extendee
+	0,  // [0:30] is the sub-list for field type_name
 }
 
 func init() { file_siteboot_v1_siteboot_proto_init() }
@@ -1835,7 +2704,7 @@ func file_siteboot_v1_siteboot_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_siteboot_v1_siteboot_proto_rawDesc), len(file_siteboot_v1_siteboot_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   26,
+			NumMessages:   39,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

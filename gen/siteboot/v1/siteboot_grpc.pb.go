@@ -23,19 +23,25 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	SiteBoot_PrepareRamdisk_FullMethodName = "/siteboot.v1.SiteBoot/PrepareRamdisk"
-	SiteBoot_CleanUp_FullMethodName        = "/siteboot.v1.SiteBoot/CleanUp"
-	SiteBoot_ListEntries_FullMethodName    = "/siteboot.v1.SiteBoot/ListEntries"
-	SiteBoot_GetStatus_FullMethodName      = "/siteboot.v1.SiteBoot/GetStatus"
-	SiteBoot_ListDiscovered_FullMethodName = "/siteboot.v1.SiteBoot/ListDiscovered"
-	SiteBoot_RenderScript_FullMethodName   = "/siteboot.v1.SiteBoot/RenderScript"
-	SiteBoot_PreviewScript_FullMethodName  = "/siteboot.v1.SiteBoot/PreviewScript"
-	SiteBoot_ApplySiteSpec_FullMethodName  = "/siteboot.v1.SiteBoot/ApplySiteSpec"
-	SiteBoot_GetSiteSpec_FullMethodName    = "/siteboot.v1.SiteBoot/GetSiteSpec"
-	SiteBoot_AddImage_FullMethodName       = "/siteboot.v1.SiteBoot/AddImage"
-	SiteBoot_ListImages_FullMethodName     = "/siteboot.v1.SiteBoot/ListImages"
-	SiteBoot_RemoveImage_FullMethodName    = "/siteboot.v1.SiteBoot/RemoveImage"
-	SiteBoot_PullImages_FullMethodName     = "/siteboot.v1.SiteBoot/PullImages"
+	SiteBoot_PrepareRamdisk_FullMethodName  = "/siteboot.v1.SiteBoot/PrepareRamdisk"
+	SiteBoot_CleanUp_FullMethodName         = "/siteboot.v1.SiteBoot/CleanUp"
+	SiteBoot_ListEntries_FullMethodName     = "/siteboot.v1.SiteBoot/ListEntries"
+	SiteBoot_GetStatus_FullMethodName       = "/siteboot.v1.SiteBoot/GetStatus"
+	SiteBoot_ListDiscovered_FullMethodName  = "/siteboot.v1.SiteBoot/ListDiscovered"
+	SiteBoot_RenderScript_FullMethodName    = "/siteboot.v1.SiteBoot/RenderScript"
+	SiteBoot_PreviewScript_FullMethodName   = "/siteboot.v1.SiteBoot/PreviewScript"
+	SiteBoot_ApplySiteSpec_FullMethodName   = "/siteboot.v1.SiteBoot/ApplySiteSpec"
+	SiteBoot_GetSiteSpec_FullMethodName     = "/siteboot.v1.SiteBoot/GetSiteSpec"
+	SiteBoot_AddImage_FullMethodName        = "/siteboot.v1.SiteBoot/AddImage"
+	SiteBoot_ListImages_FullMethodName      = "/siteboot.v1.SiteBoot/ListImages"
+	SiteBoot_RemoveImage_FullMethodName     = "/siteboot.v1.SiteBoot/RemoveImage"
+	SiteBoot_PullImages_FullMethodName      = "/siteboot.v1.SiteBoot/PullImages"
+	SiteBoot_GetLease_FullMethodName        = "/siteboot.v1.SiteBoot/GetLease"
+	SiteBoot_UpdateLease_FullMethodName     = "/siteboot.v1.SiteBoot/UpdateLease"
+	SiteBoot_ListMembers_FullMethodName     = "/siteboot.v1.SiteBoot/ListMembers"
+	SiteBoot_AddMember_FullMethodName       = "/siteboot.v1.SiteBoot/AddMember"
+	SiteBoot_RemoveMember_FullMethodName    = "/siteboot.v1.SiteBoot/RemoveMember"
+	SiteBoot_VerifyAssertion_FullMethodName = "/siteboot.v1.SiteBoot/VerifyAssertion"
 )
 
 // SiteBootClient is the client API for SiteBoot service.
@@ -87,6 +93,27 @@ type SiteBootClient interface {
 	// until every image asked for is READY (or one failed: the stream ends
 	// with FAILED_PRECONDITION naming it and why).
 	PullImages(ctx context.Context, in *PullImagesRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[PullImagesResponse], error)
+	// GetLease reports the boot lease as this appliance sees it: its mode,
+	// whether it answers, the epoch, the holder, until when its window runs
+	// and why it is fenced.
+	GetLease(ctx context.Context, in *GetLeaseRequest, opts ...grpc.CallOption) (*LeaseStatus, error)
+	// UpdateLease pushes the boot lease in external mode (a control plane
+	// holds it). An epoch lower than the highest ever seen is refused with
+	// FAILED_PRECONDITION; active=false fences at once; without a renewal
+	// within ttl_ms the appliance fences itself. Other modes refuse it.
+	UpdateLease(ctx context.Context, in *UpdateLeaseRequest, opts ...grpc.CallOption) (*UpdateLeaseResponse, error)
+	// ListMembers lists the raft voters of the site's cluster, read locally.
+	ListMembers(ctx context.Context, in *ListMembersRequest, opts ...grpc.CallOption) (*ListMembersResponse, error)
+	// AddMember adds a voter by its raft address (cluster mode; forwarded to
+	// the leader).
+	AddMember(ctx context.Context, in *AddMemberRequest, opts ...grpc.CallOption) (*AddMemberResponse, error)
+	// RemoveMember removes a voter by its raft address (cluster mode;
+	// forwarded to the leader).
+	RemoveMember(ctx context.Context, in *RemoveMemberRequest, opts ...grpc.CallOption) (*RemoveMemberResponse, error)
+	// VerifyAssertion checks a signed discovery assertion as it appears after
+	// bc.assertion= in a script: signature, key id, expiry and epoch, against
+	// the keys of the site's members (or the JWKS given).
+	VerifyAssertion(ctx context.Context, in *VerifyAssertionRequest, opts ...grpc.CallOption) (*VerifyAssertionResponse, error)
 }
 
 type siteBootClient struct {
@@ -236,6 +263,66 @@ func (c *siteBootClient) PullImages(ctx context.Context, in *PullImagesRequest, 
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type SiteBoot_PullImagesClient = grpc.ServerStreamingClient[PullImagesResponse]
 
+func (c *siteBootClient) GetLease(ctx context.Context, in *GetLeaseRequest, opts ...grpc.CallOption) (*LeaseStatus, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(LeaseStatus)
+	err := c.cc.Invoke(ctx, SiteBoot_GetLease_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *siteBootClient) UpdateLease(ctx context.Context, in *UpdateLeaseRequest, opts ...grpc.CallOption) (*UpdateLeaseResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(UpdateLeaseResponse)
+	err := c.cc.Invoke(ctx, SiteBoot_UpdateLease_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *siteBootClient) ListMembers(ctx context.Context, in *ListMembersRequest, opts ...grpc.CallOption) (*ListMembersResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListMembersResponse)
+	err := c.cc.Invoke(ctx, SiteBoot_ListMembers_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *siteBootClient) AddMember(ctx context.Context, in *AddMemberRequest, opts ...grpc.CallOption) (*AddMemberResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(AddMemberResponse)
+	err := c.cc.Invoke(ctx, SiteBoot_AddMember_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *siteBootClient) RemoveMember(ctx context.Context, in *RemoveMemberRequest, opts ...grpc.CallOption) (*RemoveMemberResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RemoveMemberResponse)
+	err := c.cc.Invoke(ctx, SiteBoot_RemoveMember_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *siteBootClient) VerifyAssertion(ctx context.Context, in *VerifyAssertionRequest, opts ...grpc.CallOption) (*VerifyAssertionResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(VerifyAssertionResponse)
+	err := c.cc.Invoke(ctx, SiteBoot_VerifyAssertion_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // SiteBootServer is the server API for SiteBoot service.
 // All implementations must embed UnimplementedSiteBootServer
 // for forward compatibility.
@@ -285,6 +372,27 @@ type SiteBootServer interface {
 	// until every image asked for is READY (or one failed: the stream ends
 	// with FAILED_PRECONDITION naming it and why).
 	PullImages(*PullImagesRequest, grpc.ServerStreamingServer[PullImagesResponse]) error
+	// GetLease reports the boot lease as this appliance sees it: its mode,
+	// whether it answers, the epoch, the holder, until when its window runs
+	// and why it is fenced.
+	GetLease(context.Context, *GetLeaseRequest) (*LeaseStatus, error)
+	// UpdateLease pushes the boot lease in external mode (a control plane
+	// holds it). An epoch lower than the highest ever seen is refused with
+	// FAILED_PRECONDITION; active=false fences at once; without a renewal
+	// within ttl_ms the appliance fences itself. Other modes refuse it.
+	UpdateLease(context.Context, *UpdateLeaseRequest) (*UpdateLeaseResponse, error)
+	// ListMembers lists the raft voters of the site's cluster, read locally.
+	ListMembers(context.Context, *ListMembersRequest) (*ListMembersResponse, error)
+	// AddMember adds a voter by its raft address (cluster mode; forwarded to
+	// the leader).
+	AddMember(context.Context, *AddMemberRequest) (*AddMemberResponse, error)
+	// RemoveMember removes a voter by its raft address (cluster mode;
+	// forwarded to the leader).
+	RemoveMember(context.Context, *RemoveMemberRequest) (*RemoveMemberResponse, error)
+	// VerifyAssertion checks a signed discovery assertion as it appears after
+	// bc.assertion= in a script: signature, key id, expiry and epoch, against
+	// the keys of the site's members (or the JWKS given).
+	VerifyAssertion(context.Context, *VerifyAssertionRequest) (*VerifyAssertionResponse, error)
 	mustEmbedUnimplementedSiteBootServer()
 }
 
@@ -333,6 +441,24 @@ func (UnimplementedSiteBootServer) RemoveImage(context.Context, *RemoveImageRequ
 }
 func (UnimplementedSiteBootServer) PullImages(*PullImagesRequest, grpc.ServerStreamingServer[PullImagesResponse]) error {
 	return status.Error(codes.Unimplemented, "method PullImages not implemented")
+}
+func (UnimplementedSiteBootServer) GetLease(context.Context, *GetLeaseRequest) (*LeaseStatus, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetLease not implemented")
+}
+func (UnimplementedSiteBootServer) UpdateLease(context.Context, *UpdateLeaseRequest) (*UpdateLeaseResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method UpdateLease not implemented")
+}
+func (UnimplementedSiteBootServer) ListMembers(context.Context, *ListMembersRequest) (*ListMembersResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListMembers not implemented")
+}
+func (UnimplementedSiteBootServer) AddMember(context.Context, *AddMemberRequest) (*AddMemberResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method AddMember not implemented")
+}
+func (UnimplementedSiteBootServer) RemoveMember(context.Context, *RemoveMemberRequest) (*RemoveMemberResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RemoveMember not implemented")
+}
+func (UnimplementedSiteBootServer) VerifyAssertion(context.Context, *VerifyAssertionRequest) (*VerifyAssertionResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method VerifyAssertion not implemented")
 }
 func (UnimplementedSiteBootServer) mustEmbedUnimplementedSiteBootServer() {}
 func (UnimplementedSiteBootServer) testEmbeddedByValue()                  {}
@@ -582,6 +708,114 @@ func _SiteBoot_PullImages_Handler(srv interface{}, stream grpc.ServerStream) err
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type SiteBoot_PullImagesServer = grpc.ServerStreamingServer[PullImagesResponse]
 
+func _SiteBoot_GetLease_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetLeaseRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SiteBootServer).GetLease(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: SiteBoot_GetLease_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SiteBootServer).GetLease(ctx, req.(*GetLeaseRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _SiteBoot_UpdateLease_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(UpdateLeaseRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SiteBootServer).UpdateLease(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: SiteBoot_UpdateLease_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SiteBootServer).UpdateLease(ctx, req.(*UpdateLeaseRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _SiteBoot_ListMembers_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListMembersRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SiteBootServer).ListMembers(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: SiteBoot_ListMembers_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SiteBootServer).ListMembers(ctx, req.(*ListMembersRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _SiteBoot_AddMember_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(AddMemberRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SiteBootServer).AddMember(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: SiteBoot_AddMember_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SiteBootServer).AddMember(ctx, req.(*AddMemberRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _SiteBoot_RemoveMember_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RemoveMemberRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SiteBootServer).RemoveMember(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: SiteBoot_RemoveMember_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SiteBootServer).RemoveMember(ctx, req.(*RemoveMemberRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _SiteBoot_VerifyAssertion_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(VerifyAssertionRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SiteBootServer).VerifyAssertion(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: SiteBoot_VerifyAssertion_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SiteBootServer).VerifyAssertion(ctx, req.(*VerifyAssertionRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // SiteBoot_ServiceDesc is the grpc.ServiceDesc for SiteBoot service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -636,6 +870,30 @@ var SiteBoot_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "RemoveImage",
 			Handler:    _SiteBoot_RemoveImage_Handler,
+		},
+		{
+			MethodName: "GetLease",
+			Handler:    _SiteBoot_GetLease_Handler,
+		},
+		{
+			MethodName: "UpdateLease",
+			Handler:    _SiteBoot_UpdateLease_Handler,
+		},
+		{
+			MethodName: "ListMembers",
+			Handler:    _SiteBoot_ListMembers_Handler,
+		},
+		{
+			MethodName: "AddMember",
+			Handler:    _SiteBoot_AddMember_Handler,
+		},
+		{
+			MethodName: "RemoveMember",
+			Handler:    _SiteBoot_RemoveMember_Handler,
+		},
+		{
+			MethodName: "VerifyAssertion",
+			Handler:    _SiteBoot_VerifyAssertion_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -36,6 +36,8 @@ type LogEntry struct {
 	//
 	//	*LogEntry_LeaseEpoch
 	//	*LogEntry_SiteCommand
+	//	*LogEntry_MemberKey
+	//	*LogEntry_ExternalEpoch
 	Kind          isLogEntry_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -96,6 +98,24 @@ func (x *LogEntry) GetSiteCommand() []byte {
 	return nil
 }
 
+func (x *LogEntry) GetMemberKey() *MemberKey {
+	if x != nil {
+		if x, ok := x.Kind.(*LogEntry_MemberKey); ok {
+			return x.MemberKey
+		}
+	}
+	return nil
+}
+
+func (x *LogEntry) GetExternalEpoch() *ExternalEpoch {
+	if x != nil {
+		if x, ok := x.Kind.(*LogEntry_ExternalEpoch); ok {
+			return x.ExternalEpoch
+		}
+	}
+	return nil
+}
+
 type isLogEntry_Kind interface {
 	isLogEntry_Kind()
 }
@@ -110,9 +130,135 @@ type LogEntry_SiteCommand struct {
 	SiteCommand []byte `protobuf:"bytes,2,opt,name=site_command,json=siteCommand,proto3,oneof"`
 }
 
+type LogEntry_MemberKey struct {
+	// member_key publishes one member's node id, raft address and public
+	// key, so every member can serve the site's keys.
+	MemberKey *MemberKey `protobuf:"bytes,3,opt,name=member_key,json=memberKey,proto3,oneof"`
+}
+
+type LogEntry_ExternalEpoch struct {
+	// external_epoch raises the highest epoch a control plane pushed (the
+	// external lease mode), so a lower one is refused even after a restart.
+	ExternalEpoch *ExternalEpoch `protobuf:"bytes,4,opt,name=external_epoch,json=externalEpoch,proto3,oneof"`
+}
+
 func (*LogEntry_LeaseEpoch) isLogEntry_Kind() {}
 
 func (*LogEntry_SiteCommand) isLogEntry_Kind() {}
+
+func (*LogEntry_MemberKey) isLogEntry_Kind() {}
+
+func (*LogEntry_ExternalEpoch) isLogEntry_Kind() {}
+
+// MemberKey is one member's published key; a newer one for the same node id
+// replaces it.
+type MemberKey struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	NodeId string                 `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	// address is the member's raft address.
+	Address string `protobuf:"bytes,2,opt,name=address,proto3" json:"address,omitempty"`
+	// public_key is the PKIX SubjectPublicKeyInfo DER of its P-256 node key.
+	PublicKey     []byte `protobuf:"bytes,3,opt,name=public_key,json=publicKey,proto3" json:"public_key,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MemberKey) Reset() {
+	*x = MemberKey{}
+	mi := &file_siteboot_state_v1_state_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MemberKey) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MemberKey) ProtoMessage() {}
+
+func (x *MemberKey) ProtoReflect() protoreflect.Message {
+	mi := &file_siteboot_state_v1_state_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MemberKey.ProtoReflect.Descriptor instead.
+func (*MemberKey) Descriptor() ([]byte, []int) {
+	return file_siteboot_state_v1_state_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *MemberKey) GetNodeId() string {
+	if x != nil {
+		return x.NodeId
+	}
+	return ""
+}
+
+func (x *MemberKey) GetAddress() string {
+	if x != nil {
+		return x.Address
+	}
+	return ""
+}
+
+func (x *MemberKey) GetPublicKey() []byte {
+	if x != nil {
+		return x.PublicKey
+	}
+	return nil
+}
+
+// ExternalEpoch is the highest epoch pushed by the control plane; the state
+// machine ignores one that is not greater.
+type ExternalEpoch struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Epoch         uint64                 `protobuf:"varint,1,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ExternalEpoch) Reset() {
+	*x = ExternalEpoch{}
+	mi := &file_siteboot_state_v1_state_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ExternalEpoch) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ExternalEpoch) ProtoMessage() {}
+
+func (x *ExternalEpoch) ProtoReflect() protoreflect.Message {
+	mi := &file_siteboot_state_v1_state_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ExternalEpoch.ProtoReflect.Descriptor instead.
+func (*ExternalEpoch) Descriptor() ([]byte, []int) {
+	return file_siteboot_state_v1_state_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *ExternalEpoch) GetEpoch() uint64 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
+}
 
 // LeaseEpoch raises the lease epoch; the state machine ignores an epoch that
 // is not greater than the one it holds.
@@ -127,7 +273,7 @@ type LeaseEpoch struct {
 
 func (x *LeaseEpoch) Reset() {
 	*x = LeaseEpoch{}
-	mi := &file_siteboot_state_v1_state_proto_msgTypes[1]
+	mi := &file_siteboot_state_v1_state_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -139,7 +285,7 @@ func (x *LeaseEpoch) String() string {
 func (*LeaseEpoch) ProtoMessage() {}
 
 func (x *LeaseEpoch) ProtoReflect() protoreflect.Message {
-	mi := &file_siteboot_state_v1_state_proto_msgTypes[1]
+	mi := &file_siteboot_state_v1_state_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -152,7 +298,7 @@ func (x *LeaseEpoch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaseEpoch.ProtoReflect.Descriptor instead.
 func (*LeaseEpoch) Descriptor() ([]byte, []int) {
-	return file_siteboot_state_v1_state_proto_rawDescGZIP(), []int{1}
+	return file_siteboot_state_v1_state_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *LeaseEpoch) GetEpoch() uint64 {
@@ -191,7 +337,7 @@ type SiteCommand struct {
 
 func (x *SiteCommand) Reset() {
 	*x = SiteCommand{}
-	mi := &file_siteboot_state_v1_state_proto_msgTypes[2]
+	mi := &file_siteboot_state_v1_state_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -203,7 +349,7 @@ func (x *SiteCommand) String() string {
 func (*SiteCommand) ProtoMessage() {}
 
 func (x *SiteCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_siteboot_state_v1_state_proto_msgTypes[2]
+	mi := &file_siteboot_state_v1_state_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -216,7 +362,7 @@ func (x *SiteCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SiteCommand.ProtoReflect.Descriptor instead.
 func (*SiteCommand) Descriptor() ([]byte, []int) {
-	return file_siteboot_state_v1_state_proto_rawDescGZIP(), []int{2}
+	return file_siteboot_state_v1_state_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *SiteCommand) GetAt() *timestamppb.Timestamp {
@@ -337,7 +483,7 @@ type ApplySiteSpec struct {
 
 func (x *ApplySiteSpec) Reset() {
 	*x = ApplySiteSpec{}
-	mi := &file_siteboot_state_v1_state_proto_msgTypes[3]
+	mi := &file_siteboot_state_v1_state_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -349,7 +495,7 @@ func (x *ApplySiteSpec) String() string {
 func (*ApplySiteSpec) ProtoMessage() {}
 
 func (x *ApplySiteSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_siteboot_state_v1_state_proto_msgTypes[3]
+	mi := &file_siteboot_state_v1_state_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -362,7 +508,7 @@ func (x *ApplySiteSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApplySiteSpec.ProtoReflect.Descriptor instead.
 func (*ApplySiteSpec) Descriptor() ([]byte, []int) {
-	return file_siteboot_state_v1_state_proto_rawDescGZIP(), []int{3}
+	return file_siteboot_state_v1_state_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *ApplySiteSpec) GetSpec() *v1.SiteSpec {
@@ -390,7 +536,7 @@ type ImageWant struct {
 
 func (x *ImageWant) Reset() {
 	*x = ImageWant{}
-	mi := &file_siteboot_state_v1_state_proto_msgTypes[4]
+	mi := &file_siteboot_state_v1_state_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -402,7 +548,7 @@ func (x *ImageWant) String() string {
 func (*ImageWant) ProtoMessage() {}
 
 func (x *ImageWant) ProtoReflect() protoreflect.Message {
-	mi := &file_siteboot_state_v1_state_proto_msgTypes[4]
+	mi := &file_siteboot_state_v1_state_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -415,7 +561,7 @@ func (x *ImageWant) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImageWant.ProtoReflect.Descriptor instead.
 func (*ImageWant) Descriptor() ([]byte, []int) {
-	return file_siteboot_state_v1_state_proto_rawDescGZIP(), []int{4}
+	return file_siteboot_state_v1_state_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *ImageWant) GetImage() *v1.CacheImage {
@@ -456,7 +602,7 @@ type AddImage struct {
 
 func (x *AddImage) Reset() {
 	*x = AddImage{}
-	mi := &file_siteboot_state_v1_state_proto_msgTypes[5]
+	mi := &file_siteboot_state_v1_state_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -468,7 +614,7 @@ func (x *AddImage) String() string {
 func (*AddImage) ProtoMessage() {}
 
 func (x *AddImage) ProtoReflect() protoreflect.Message {
-	mi := &file_siteboot_state_v1_state_proto_msgTypes[5]
+	mi := &file_siteboot_state_v1_state_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -481,7 +627,7 @@ func (x *AddImage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddImage.ProtoReflect.Descriptor instead.
 func (*AddImage) Descriptor() ([]byte, []int) {
-	return file_siteboot_state_v1_state_proto_rawDescGZIP(), []int{5}
+	return file_siteboot_state_v1_state_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *AddImage) GetWant() *ImageWant {
@@ -501,7 +647,7 @@ type RemoveImage struct {
 
 func (x *RemoveImage) Reset() {
 	*x = RemoveImage{}
-	mi := &file_siteboot_state_v1_state_proto_msgTypes[6]
+	mi := &file_siteboot_state_v1_state_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -513,7 +659,7 @@ func (x *RemoveImage) String() string {
 func (*RemoveImage) ProtoMessage() {}
 
 func (x *RemoveImage) ProtoReflect() protoreflect.Message {
-	mi := &file_siteboot_state_v1_state_proto_msgTypes[6]
+	mi := &file_siteboot_state_v1_state_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -526,7 +672,7 @@ func (x *RemoveImage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveImage.ProtoReflect.Descriptor instead.
 func (*RemoveImage) Descriptor() ([]byte, []int) {
-	return file_siteboot_state_v1_state_proto_rawDescGZIP(), []int{6}
+	return file_siteboot_state_v1_state_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *RemoveImage) GetSha256() []byte {
@@ -547,7 +693,7 @@ type PutEntries struct {
 
 func (x *PutEntries) Reset() {
 	*x = PutEntries{}
-	mi := &file_siteboot_state_v1_state_proto_msgTypes[7]
+	mi := &file_siteboot_state_v1_state_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -559,7 +705,7 @@ func (x *PutEntries) String() string {
 func (*PutEntries) ProtoMessage() {}
 
 func (x *PutEntries) ProtoReflect() protoreflect.Message {
-	mi := &file_siteboot_state_v1_state_proto_msgTypes[7]
+	mi := &file_siteboot_state_v1_state_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -572,7 +718,7 @@ func (x *PutEntries) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutEntries.ProtoReflect.Descriptor instead.
 func (*PutEntries) Descriptor() ([]byte, []int) {
-	return file_siteboot_state_v1_state_proto_rawDescGZIP(), []int{7}
+	return file_siteboot_state_v1_state_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *PutEntries) GetNodeId() string {
@@ -599,7 +745,7 @@ type ExpireEntries struct {
 
 func (x *ExpireEntries) Reset() {
 	*x = ExpireEntries{}
-	mi := &file_siteboot_state_v1_state_proto_msgTypes[8]
+	mi := &file_siteboot_state_v1_state_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -611,7 +757,7 @@ func (x *ExpireEntries) String() string {
 func (*ExpireEntries) ProtoMessage() {}
 
 func (x *ExpireEntries) ProtoReflect() protoreflect.Message {
-	mi := &file_siteboot_state_v1_state_proto_msgTypes[8]
+	mi := &file_siteboot_state_v1_state_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -624,7 +770,7 @@ func (x *ExpireEntries) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExpireEntries.ProtoReflect.Descriptor instead.
 func (*ExpireEntries) Descriptor() ([]byte, []int) {
-	return file_siteboot_state_v1_state_proto_rawDescGZIP(), []int{8}
+	return file_siteboot_state_v1_state_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ExpireEntries) GetBefore() *timestamppb.Timestamp {
@@ -646,7 +792,7 @@ type StoredEntry struct {
 
 func (x *StoredEntry) Reset() {
 	*x = StoredEntry{}
-	mi := &file_siteboot_state_v1_state_proto_msgTypes[9]
+	mi := &file_siteboot_state_v1_state_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -658,7 +804,7 @@ func (x *StoredEntry) String() string {
 func (*StoredEntry) ProtoMessage() {}
 
 func (x *StoredEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_siteboot_state_v1_state_proto_msgTypes[9]
+	mi := &file_siteboot_state_v1_state_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -671,7 +817,7 @@ func (x *StoredEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StoredEntry.ProtoReflect.Descriptor instead.
 func (*StoredEntry) Descriptor() ([]byte, []int) {
-	return file_siteboot_state_v1_state_proto_rawDescGZIP(), []int{9}
+	return file_siteboot_state_v1_state_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *StoredEntry) GetNodeId() string {
@@ -701,14 +847,17 @@ type Snapshot struct {
 	LeaseEpoch  uint64                 `protobuf:"varint,1,opt,name=lease_epoch,json=leaseEpoch,proto3" json:"lease_epoch,omitempty"`
 	LeaseHolder string                 `protobuf:"bytes,2,opt,name=lease_holder,json=leaseHolder,proto3" json:"lease_holder,omitempty"`
 	// site_state is a serialized SiteState.
-	SiteState     []byte `protobuf:"bytes,3,opt,name=site_state,json=siteState,proto3" json:"site_state,omitempty"`
+	SiteState []byte `protobuf:"bytes,3,opt,name=site_state,json=siteState,proto3" json:"site_state,omitempty"`
+	// member_keys are the published member keys, ordered by node id.
+	MemberKeys    []*MemberKey `protobuf:"bytes,4,rep,name=member_keys,json=memberKeys,proto3" json:"member_keys,omitempty"`
+	ExternalEpoch uint64       `protobuf:"varint,5,opt,name=external_epoch,json=externalEpoch,proto3" json:"external_epoch,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Snapshot) Reset() {
 	*x = Snapshot{}
-	mi := &file_siteboot_state_v1_state_proto_msgTypes[10]
+	mi := &file_siteboot_state_v1_state_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -720,7 +869,7 @@ func (x *Snapshot) String() string {
 func (*Snapshot) ProtoMessage() {}
 
 func (x *Snapshot) ProtoReflect() protoreflect.Message {
-	mi := &file_siteboot_state_v1_state_proto_msgTypes[10]
+	mi := &file_siteboot_state_v1_state_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -733,7 +882,7 @@ func (x *Snapshot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Snapshot.ProtoReflect.Descriptor instead.
 func (*Snapshot) Descriptor() ([]byte, []int) {
-	return file_siteboot_state_v1_state_proto_rawDescGZIP(), []int{10}
+	return file_siteboot_state_v1_state_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *Snapshot) GetLeaseEpoch() uint64 {
@@ -757,6 +906,20 @@ func (x *Snapshot) GetSiteState() []byte {
 	return nil
 }
 
+func (x *Snapshot) GetMemberKeys() []*MemberKey {
+	if x != nil {
+		return x.MemberKeys
+	}
+	return nil
+}
+
+func (x *Snapshot) GetExternalEpoch() uint64 {
+	if x != nil {
+		return x.ExternalEpoch
+	}
+	return 0
+}
+
 // SiteState is the site state machine's part of a snapshot.
 type SiteState struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -772,7 +935,7 @@ type SiteState struct {
 
 func (x *SiteState) Reset() {
 	*x = SiteState{}
-	mi := &file_siteboot_state_v1_state_proto_msgTypes[11]
+	mi := &file_siteboot_state_v1_state_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -784,7 +947,7 @@ func (x *SiteState) String() string {
 func (*SiteState) ProtoMessage() {}
 
 func (x *SiteState) ProtoReflect() protoreflect.Message {
-	mi := &file_siteboot_state_v1_state_proto_msgTypes[11]
+	mi := &file_siteboot_state_v1_state_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -797,7 +960,7 @@ func (x *SiteState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SiteState.ProtoReflect.Descriptor instead.
 func (*SiteState) Descriptor() ([]byte, []int) {
-	return file_siteboot_state_v1_state_proto_rawDescGZIP(), []int{11}
+	return file_siteboot_state_v1_state_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *SiteState) GetEntries() []*StoredEntry {
@@ -825,12 +988,22 @@ var File_siteboot_state_v1_state_proto protoreflect.FileDescriptor
 
 const file_siteboot_state_v1_state_proto_rawDesc = "" +
 	"\n" +
-	"\x1dsiteboot/state/v1/state.proto\x12\x11siteboot.state.v1\x1a bettercompute/site/v1/site.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"y\n" +
+	"\x1dsiteboot/state/v1/state.proto\x12\x11siteboot.state.v1\x1a bettercompute/site/v1/site.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x83\x02\n" +
 	"\bLogEntry\x12@\n" +
 	"\vlease_epoch\x18\x01 \x01(\v2\x1d.siteboot.state.v1.LeaseEpochH\x00R\n" +
 	"leaseEpoch\x12#\n" +
-	"\fsite_command\x18\x02 \x01(\fH\x00R\vsiteCommandB\x06\n" +
-	"\x04kind\":\n" +
+	"\fsite_command\x18\x02 \x01(\fH\x00R\vsiteCommand\x12=\n" +
+	"\n" +
+	"member_key\x18\x03 \x01(\v2\x1c.siteboot.state.v1.MemberKeyH\x00R\tmemberKey\x12I\n" +
+	"\x0eexternal_epoch\x18\x04 \x01(\v2 .siteboot.state.v1.ExternalEpochH\x00R\rexternalEpochB\x06\n" +
+	"\x04kind\"]\n" +
+	"\tMemberKey\x12\x17\n" +
+	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x18\n" +
+	"\aaddress\x18\x02 \x01(\tR\aaddress\x12\x1d\n" +
+	"\n" +
+	"public_key\x18\x03 \x01(\fR\tpublicKey\"%\n" +
+	"\rExternalEpoch\x12\x14\n" +
+	"\x05epoch\x18\x01 \x01(\x04R\x05epoch\":\n" +
 	"\n" +
 	"LeaseEpoch\x12\x14\n" +
 	"\x05epoch\x18\x01 \x01(\x04R\x05epoch\x12\x16\n" +
@@ -866,13 +1039,16 @@ const file_siteboot_state_v1_state_proto_rawDesc = "" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12;\n" +
 	"\x05entry\x18\x02 \x01(\v2%.bettercompute.site.v1.ProxyDhcpEntryR\x05entry\x129\n" +
 	"\n" +
-	"created_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\"m\n" +
+	"created_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\"\xd3\x01\n" +
 	"\bSnapshot\x12\x1f\n" +
 	"\vlease_epoch\x18\x01 \x01(\x04R\n" +
 	"leaseEpoch\x12!\n" +
 	"\flease_holder\x18\x02 \x01(\tR\vleaseHolder\x12\x1d\n" +
 	"\n" +
-	"site_state\x18\x03 \x01(\fR\tsiteState\"\xb0\x01\n" +
+	"site_state\x18\x03 \x01(\fR\tsiteState\x12=\n" +
+	"\vmember_keys\x18\x04 \x03(\v2\x1c.siteboot.state.v1.MemberKeyR\n" +
+	"memberKeys\x12%\n" +
+	"\x0eexternal_epoch\x18\x05 \x01(\x04R\rexternalEpoch\"\xb0\x01\n" +
 	"\tSiteState\x128\n" +
 	"\aentries\x18\x01 \x03(\v2\x1e.siteboot.state.v1.StoredEntryR\aentries\x123\n" +
 	"\x04spec\x18\x02 \x01(\v2\x1f.bettercompute.site.v1.SiteSpecR\x04spec\x124\n" +
@@ -892,51 +1068,56 @@ func file_siteboot_state_v1_state_proto_rawDescGZIP() []byte {
 	return file_siteboot_state_v1_state_proto_rawDescData
 }
 
-var file_siteboot_state_v1_state_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
+var file_siteboot_state_v1_state_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
 var file_siteboot_state_v1_state_proto_goTypes = []any{
 	(*LogEntry)(nil),              // 0: siteboot.state.v1.LogEntry
-	(*LeaseEpoch)(nil),            // 1: siteboot.state.v1.LeaseEpoch
-	(*SiteCommand)(nil),           // 2: siteboot.state.v1.SiteCommand
-	(*ApplySiteSpec)(nil),         // 3: siteboot.state.v1.ApplySiteSpec
-	(*ImageWant)(nil),             // 4: siteboot.state.v1.ImageWant
-	(*AddImage)(nil),              // 5: siteboot.state.v1.AddImage
-	(*RemoveImage)(nil),           // 6: siteboot.state.v1.RemoveImage
-	(*PutEntries)(nil),            // 7: siteboot.state.v1.PutEntries
-	(*ExpireEntries)(nil),         // 8: siteboot.state.v1.ExpireEntries
-	(*StoredEntry)(nil),           // 9: siteboot.state.v1.StoredEntry
-	(*Snapshot)(nil),              // 10: siteboot.state.v1.Snapshot
-	(*SiteState)(nil),             // 11: siteboot.state.v1.SiteState
-	(*timestamppb.Timestamp)(nil), // 12: google.protobuf.Timestamp
-	(*v1.BootCleanUpRequest)(nil), // 13: bettercompute.site.v1.BootCleanUpRequest
-	(*v1.SiteSpec)(nil),           // 14: bettercompute.site.v1.SiteSpec
-	(*v1.CacheImage)(nil),         // 15: bettercompute.site.v1.CacheImage
-	(*v1.ProxyDhcpEntry)(nil),     // 16: bettercompute.site.v1.ProxyDhcpEntry
+	(*MemberKey)(nil),             // 1: siteboot.state.v1.MemberKey
+	(*ExternalEpoch)(nil),         // 2: siteboot.state.v1.ExternalEpoch
+	(*LeaseEpoch)(nil),            // 3: siteboot.state.v1.LeaseEpoch
+	(*SiteCommand)(nil),           // 4: siteboot.state.v1.SiteCommand
+	(*ApplySiteSpec)(nil),         // 5: siteboot.state.v1.ApplySiteSpec
+	(*ImageWant)(nil),             // 6: siteboot.state.v1.ImageWant
+	(*AddImage)(nil),              // 7: siteboot.state.v1.AddImage
+	(*RemoveImage)(nil),           // 8: siteboot.state.v1.RemoveImage
+	(*PutEntries)(nil),            // 9: siteboot.state.v1.PutEntries
+	(*ExpireEntries)(nil),         // 10: siteboot.state.v1.ExpireEntries
+	(*StoredEntry)(nil),           // 11: siteboot.state.v1.StoredEntry
+	(*Snapshot)(nil),              // 12: siteboot.state.v1.Snapshot
+	(*SiteState)(nil),             // 13: siteboot.state.v1.SiteState
+	(*timestamppb.Timestamp)(nil), // 14: google.protobuf.Timestamp
+	(*v1.BootCleanUpRequest)(nil), // 15: bettercompute.site.v1.BootCleanUpRequest
+	(*v1.SiteSpec)(nil),           // 16: bettercompute.site.v1.SiteSpec
+	(*v1.CacheImage)(nil),         // 17: bettercompute.site.v1.CacheImage
+	(*v1.ProxyDhcpEntry)(nil),     // 18: bettercompute.site.v1.ProxyDhcpEntry
 }
 var file_siteboot_state_v1_state_proto_depIdxs = []int32{
-	1,  // 0: siteboot.state.v1.LogEntry.lease_epoch:type_name -> siteboot.state.v1.LeaseEpoch
-	12, // 1: siteboot.state.v1.SiteCommand.at:type_name -> google.protobuf.Timestamp
-	7,  // 2: siteboot.state.v1.SiteCommand.put_entries:type_name -> siteboot.state.v1.PutEntries
-	13, // 3: siteboot.state.v1.SiteCommand.clean_up:type_name -> bettercompute.site.v1.BootCleanUpRequest
-	8,  // 4: siteboot.state.v1.SiteCommand.expire_entries:type_name -> siteboot.state.v1.ExpireEntries
-	3,  // 5: siteboot.state.v1.SiteCommand.apply_site_spec:type_name -> siteboot.state.v1.ApplySiteSpec
-	5,  // 6: siteboot.state.v1.SiteCommand.add_image:type_name -> siteboot.state.v1.AddImage
-	6,  // 7: siteboot.state.v1.SiteCommand.remove_image:type_name -> siteboot.state.v1.RemoveImage
-	14, // 8: siteboot.state.v1.ApplySiteSpec.spec:type_name -> bettercompute.site.v1.SiteSpec
-	15, // 9: siteboot.state.v1.ImageWant.image:type_name -> bettercompute.site.v1.CacheImage
-	12, // 10: siteboot.state.v1.ImageWant.added_at:type_name -> google.protobuf.Timestamp
-	4,  // 11: siteboot.state.v1.AddImage.want:type_name -> siteboot.state.v1.ImageWant
-	16, // 12: siteboot.state.v1.PutEntries.entries:type_name -> bettercompute.site.v1.ProxyDhcpEntry
-	12, // 13: siteboot.state.v1.ExpireEntries.before:type_name -> google.protobuf.Timestamp
-	16, // 14: siteboot.state.v1.StoredEntry.entry:type_name -> bettercompute.site.v1.ProxyDhcpEntry
-	12, // 15: siteboot.state.v1.StoredEntry.created_at:type_name -> google.protobuf.Timestamp
-	9,  // 16: siteboot.state.v1.SiteState.entries:type_name -> siteboot.state.v1.StoredEntry
-	14, // 17: siteboot.state.v1.SiteState.spec:type_name -> bettercompute.site.v1.SiteSpec
-	4,  // 18: siteboot.state.v1.SiteState.images:type_name -> siteboot.state.v1.ImageWant
-	19, // [19:19] is the sub-list for method output_type
-	19, // [19:19] is the sub-list for method input_type
-	19, // [19:19] is the sub-list for extension type_name
-	19, // [19:19] is the sub-list for extension extendee
-	0,  // [0:19] is the sub-list for field type_name
+	3,  // 0: siteboot.state.v1.LogEntry.lease_epoch:type_name -> siteboot.state.v1.LeaseEpoch
+	1,  // 1: siteboot.state.v1.LogEntry.member_key:type_name -> siteboot.state.v1.MemberKey
+	2,  // 2: siteboot.state.v1.LogEntry.external_epoch:type_name -> siteboot.state.v1.ExternalEpoch
+	14, // 3: siteboot.state.v1.SiteCommand.at:type_name -> google.protobuf.Timestamp
+	9,  // 4: siteboot.state.v1.SiteCommand.put_entries:type_name -> siteboot.state.v1.PutEntries
+	15, // 5: siteboot.state.v1.SiteCommand.clean_up:type_name -> bettercompute.site.v1.BootCleanUpRequest
+	10, // 6: siteboot.state.v1.SiteCommand.expire_entries:type_name -> siteboot.state.v1.ExpireEntries
+	5,  // 7: siteboot.state.v1.SiteCommand.apply_site_spec:type_name -> siteboot.state.v1.ApplySiteSpec
+	7,  // 8: siteboot.state.v1.SiteCommand.add_image:type_name -> siteboot.state.v1.AddImage
+	8,  // 9: siteboot.state.v1.SiteCommand.remove_image:type_name -> siteboot.state.v1.RemoveImage
+	16, // 10: siteboot.state.v1.ApplySiteSpec.spec:type_name -> bettercompute.site.v1.SiteSpec
+	17, // 11: siteboot.state.v1.ImageWant.image:type_name -> bettercompute.site.v1.CacheImage
+	14, // 12: siteboot.state.v1.ImageWant.added_at:type_name -> google.protobuf.Timestamp
+	6,  // 13: siteboot.state.v1.AddImage.want:type_name -> siteboot.state.v1.ImageWant
+	18, // 14: siteboot.state.v1.PutEntries.entries:type_name -> bettercompute.site.v1.ProxyDhcpEntry
+	14, // 15: siteboot.state.v1.ExpireEntries.before:type_name -> google.protobuf.Timestamp
+	18, // 16: siteboot.state.v1.StoredEntry.entry:type_name -> bettercompute.site.v1.ProxyDhcpEntry
+	14, // 17: siteboot.state.v1.StoredEntry.created_at:type_name -> google.protobuf.Timestamp
+	1,  // 18: siteboot.state.v1.Snapshot.member_keys:type_name -> siteboot.state.v1.MemberKey
+	11, // 19: siteboot.state.v1.SiteState.entries:type_name -> siteboot.state.v1.StoredEntry
+	16, // 20: siteboot.state.v1.SiteState.spec:type_name -> bettercompute.site.v1.SiteSpec
+	6,  // 21: siteboot.state.v1.SiteState.images:type_name -> siteboot.state.v1.ImageWant
+	22, // [22:22] is the sub-list for method output_type
+	22, // [22:22] is the sub-list for method input_type
+	22, // [22:22] is the sub-list for extension type_name
+	22, // [22:22] is the sub-list for extension extendee
+	0,  // [0:22] is the sub-list for field type_name
 }
 
 func init() { file_siteboot_state_v1_state_proto_init() }
@@ -947,8 +1128,10 @@ func file_siteboot_state_v1_state_proto_init() {
 	file_siteboot_state_v1_state_proto_msgTypes[0].OneofWrappers = []any{
 		(*LogEntry_LeaseEpoch)(nil),
 		(*LogEntry_SiteCommand)(nil),
+		(*LogEntry_MemberKey)(nil),
+		(*LogEntry_ExternalEpoch)(nil),
 	}
-	file_siteboot_state_v1_state_proto_msgTypes[2].OneofWrappers = []any{
+	file_siteboot_state_v1_state_proto_msgTypes[4].OneofWrappers = []any{
 		(*SiteCommand_PutEntries)(nil),
 		(*SiteCommand_CleanUp)(nil),
 		(*SiteCommand_ExpireEntries)(nil),
@@ -962,7 +1145,7 @@ func file_siteboot_state_v1_state_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_siteboot_state_v1_state_proto_rawDesc), len(file_siteboot_state_v1_state_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   12,
+			NumMessages:   14,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
