@@ -139,8 +139,8 @@ func (s *Server) chain(base string, e *bootentry.Entry) (*sitev1.IpxeScript, err
 	}, nil
 }
 
-// ramdisk resolves the token, re-checks the gate, signs the assertion and
-// renders the script. It returns the epoch the assertion carries.
+// ramdisk resolves the token, re-checks the gate, signs the assertion,
+// checks the gate once more and renders the script. It returns the epoch the assertion carries.
 func (s *Server) ramdisk(ctx context.Context, base string, n *sitev1.IpxeScriptRequest, e *bootentry.Entry, now time.Time, mode renderMode) (*sitev1.IpxeScript, uint64, error) {
 	if !s.hasRamdisk() {
 		return nil, 0, &EntryError{MAC: n.GetMac(), Reason: "no ramdisk profile is configured (ramdisk.kernel, ramdisk.initrd)"}
@@ -163,8 +163,16 @@ func (s *Server) ramdisk(ctx context.Context, base string, n *sitev1.IpxeScriptR
 		if token != nil {
 			token = []byte(Redacted)
 		}
-	} else if assertion, err = s.sign(n, e, epoch, now, notAfter); err != nil {
-		return nil, 0, err
+	} else {
+		if assertion, err = s.sign(n, e, epoch, now, notAfter); err != nil {
+			return nil, 0, err
+		}
+		// And right after it: a gate that closed (or moved to another
+		// epoch) while the key signed means the signature may postdate the
+		// lease; it is dropped, never served.
+		if after, open := s.cfg.Gate.Gate(); !open || after != epoch {
+			return nil, 0, ErrFenced
+		}
 	}
 	p := ramdiskParams{
 		siteID: s.cfg.SiteID, appliance: base, mac: n.GetMac(),
