@@ -6,6 +6,7 @@ import (
 	"reflect"
 
 	"github.com/siteboot/siteboot/appliance"
+	"github.com/siteboot/siteboot/discovery"
 	"github.com/siteboot/siteboot/imagecache"
 	"github.com/siteboot/siteboot/ipxe"
 	"github.com/siteboot/siteboot/lease"
@@ -41,6 +42,7 @@ var codeTable = []codeRule{
 	// The request is wrong: fixing it is the caller's job.
 	as[*site.FieldError](codes.InvalidArgument),
 	as[*ipxe.RequestError](codes.InvalidArgument),
+	as[*discovery.KeySetError](codes.InvalidArgument),
 	// The request is fine but the state does not allow it now.
 	as[*site.ConflictError](codes.FailedPrecondition),
 	as[*site.NotReadyError](codes.FailedPrecondition),

@@ -61,6 +61,7 @@ var notInTable = map[string]string{
 	"secretref.PolicyError":       "a start-up configuration error of secrets.*",
 	"tftpd.ConfigError":           "a start-up configuration error of tftp.*",
 	"lease.TransportError":        "a start-up configuration error of lease.raft.*",
+	"discovery.AssertionError":    "VerifyAssertion answers a refused assertion as valid=false with its reason",
 }
 
 // domainPackages are the packages whose errors can reach the API.

@@ -10,7 +10,7 @@ import (
 )
 
 // httpMux routes the appliance's HTTP surface: scripts, boot files, the
-// image cache, health, readiness and metrics.
+// image cache, health, readiness, the site's public keys and metrics.
 func (a *Appliance) httpMux() *http.ServeMux {
 	mux := http.NewServeMux()
 	scripts := a.script.Handler()
@@ -22,6 +22,7 @@ func (a *Appliance) httpMux() *http.ServeMux {
 		fmt.Fprintln(w, "ok")
 	})
 	mux.HandleFunc("GET /readyz", a.readyz)
+	mux.HandleFunc("GET /v1/keys", a.serveKeys)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(a.reg, promhttp.HandlerOpts{Registry: a.reg}))
 	return mux
 }
