@@ -18,5 +18,7 @@
 // ES256 (ECDSA P-256, SHA-256), a 64-byte r‖s sig, kid = unpadded base64url
 // of SHA-256 over the SubjectPublicKeyInfo DER, over the message built by
 // SigningMessage. testdata/sig-vectors.json holds vectors made outside this
-// package.
+// package. ParseJWKS and (*KeySet).MarshalJWKS read and write the site's
+// public keys as a JWK Set; VerifyAssertionText checks the text a ramdisk
+// script carries after bc.assertion=.
 package discovery

@@ -11,10 +11,11 @@ import (
 )
 
 // Bounds of a key set (JWKS) ParseJWKS accepts. One P-256 JWK is about 200
-// bytes; a site has a handful of members.
+// bytes; a site has a handful of members (the raft log keeps at most 64
+// member keys, and an appliance adds its own).
 const (
 	MaxJWKSBytes = 64 << 10
-	MaxJWKSKeys  = 64
+	MaxJWKSKeys  = 128
 )
 
 // coordLen is the length of a P-256 coordinate in a JWK (RFC 7518 6.2.1.2).

@@ -130,7 +130,7 @@ func TestParseJWKSRefusals(t *testing.T) {
 		{"y with newline", setOf(t, with(good, func(k *jwk) { k.Y = k.Y[:20] + "\n" + k.Y[20:] })), "y: want"},
 		{"off the curve", setOf(t, offCurve), "not a point on P-256"},
 		{"too large", `{"keys":[` + strings.Repeat(" ", MaxJWKSBytes) + `]}`, "larger than"},
-		{"too many keys", setOf(t, slices.Repeat([]jwk{good}, MaxJWKSKeys+1)...), "65 keys, more than 64"},
+		{"too many keys", setOf(t, slices.Repeat([]jwk{good}, MaxJWKSKeys+1)...), "129 keys, more than 128"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
