@@ -123,23 +123,29 @@ func ParseJWKS(data []byte) (*KeySet, error) {
 	if len(data) > MaxJWKSBytes {
 		return nil, &KeySetError{Key: -1, Reason: fmt.Sprintf("%d bytes is larger than %d", len(data), MaxJWKSBytes)}
 	}
-	var set struct {
-		Keys []json.RawMessage `json:"keys"`
-	}
-	if err := json.Unmarshal(data, &set); err != nil {
+	// Member names are matched exactly (RFC 7517 4), not the way
+	// encoding/json matches struct fields, ignoring case.
+	var top map[string]json.RawMessage
+	var keys []json.RawMessage
+	if err := json.Unmarshal(data, &top); err != nil {
 		return nil, &KeySetError{Key: -1, Reason: "not a JSON JWK Set: " + err.Error()}
 	}
-	switch {
-	case len(set.Keys) == 0:
-		return nil, &KeySetError{Key: -1, Reason: `no keys (want {"keys":[…]})`}
-	case len(set.Keys) > MaxJWKSKeys:
-		return nil, &KeySetError{Key: -1, Reason: fmt.Sprintf("%d keys, more than %d", len(set.Keys), MaxJWKSKeys)}
+	if raw, ok := top["keys"]; ok {
+		if err := json.Unmarshal(raw, &keys); err != nil {
+			return nil, &KeySetError{Key: -1, Reason: "keys: not an array"}
+		}
 	}
-	s := &KeySet{keys: make(map[string]*ecdsa.PublicKey, len(set.Keys))}
-	for i, raw := range set.Keys {
-		var k jwk
-		if err := json.Unmarshal(raw, &k); err != nil {
-			return nil, &KeySetError{Key: i, Reason: "not a JWK object: " + err.Error()}
+	switch {
+	case len(keys) == 0:
+		return nil, &KeySetError{Key: -1, Reason: `no keys (want {"keys":[…]})`}
+	case len(keys) > MaxJWKSKeys:
+		return nil, &KeySetError{Key: -1, Reason: fmt.Sprintf("%d keys, more than %d", len(keys), MaxJWKSKeys)}
+	}
+	s := &KeySet{keys: make(map[string]*ecdsa.PublicKey, len(keys))}
+	for i, raw := range keys {
+		k, err := decodeJWK(raw)
+		if err != nil {
+			return nil, &KeySetError{Key: i, Reason: err.Error()}
 		}
 		pub, err := parseJWK(k)
 		if err != nil {
@@ -153,6 +159,27 @@ func ParseJWKS(data []byte) (*KeySet, error) {
 	}
 	slices.Sort(s.kids)
 	return s, nil
+}
+
+// decodeJWK reads the members of one key siteboot knows, by their exact
+// names; a "d" member of any value marks a private key.
+func decodeJWK(raw json.RawMessage) (jwk, error) {
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &m); err != nil {
+		return jwk{}, errors.New("not a JWK object")
+	}
+	var k jwk
+	if _, ok := m["d"]; ok {
+		k.D = "present"
+	}
+	for name, dst := range map[string]*string{"kty": &k.Kty, "crv": &k.Crv, "x": &k.X, "y": &k.Y, "kid": &k.Kid, "use": &k.Use, "alg": &k.Alg} {
+		if v, ok := m[name]; ok {
+			if err := json.Unmarshal(v, dst); err != nil {
+				return jwk{}, fmt.Errorf("%s: not a string", name)
+			}
+		}
+	}
+	return k, nil
 }
 
 // parseJWK checks one key and returns it; errors name the member.

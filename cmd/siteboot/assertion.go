@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -162,7 +161,7 @@ func readBounded(r io.Reader) ([]byte, error) {
 		return nil, err
 	}
 	if len(data) > discovery.MaxJWKSBytes {
-		return nil, errors.New("larger than " + fmt.Sprint(discovery.MaxJWKSBytes) + " bytes")
+		return nil, fmt.Errorf("larger than %d bytes", discovery.MaxJWKSBytes)
 	}
 	return data, nil
 }
