@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	sitev1 "github.com/siteboot/siteboot/gen/bettercompute/site/v1"
 	"github.com/hashicorp/raft"
+	sitev1 "github.com/siteboot/siteboot/gen/bettercompute/site/v1"
 	statev1 "github.com/siteboot/siteboot/gen/siteboot/state/v1"
 	"github.com/siteboot/siteboot/site"
 	"google.golang.org/protobuf/proto"
