@@ -6,6 +6,7 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/tls"
 	"crypto/x509"
 	"errors"
 	"io"
@@ -56,11 +57,21 @@ func newKey(t *testing.T) (*ecdsa.PrivateKey, []byte) {
 // ends.
 func openMember(t *testing.T, bootstrap bool, join []string) *member {
 	t.Helper()
+	return openMemberTLS(t, bootstrap, join, nil)
+}
+
+// openMemberTLS is openMember with mutual TLS from ca (plain TCP if nil).
+func openMemberTLS(t *testing.T, bootstrap bool, join []string, ca *testCA) *member {
+	t.Helper()
 	addr := freeAddr(t)
+	var files TLSFiles
+	if ca != nil {
+		files = ca.files(t, addr, leafOpts{})
+	}
 	key, der := newKey(t)
 	st := site.NewState()
 	n, err := open(Config{Mode: Cluster, Dir: t.TempDir(), ID: addr, Bind: addr, Advertise: addr, Join: join,
-		PublicKey: der, StateMachine: st, Logger: quietLog(),
+		PublicKey: der, StateMachine: st, TLS: files, Logger: quietLog(),
 		HeartbeatTimeout: 300 * time.Millisecond, ElectionTimeout: 300 * time.Millisecond}, bootstrap)
 	if err != nil {
 		t.Fatal(err)
@@ -86,11 +97,16 @@ func openMember(t *testing.T, bootstrap bool, join []string) *member {
 // leads, the others wait and are added with AddVoter.
 func startCluster(t *testing.T, size int) []*member {
 	t.Helper()
-	first := openMember(t, true, nil)
+	return startClusterTLS(t, size, nil)
+}
+
+func startClusterTLS(t *testing.T, size int, ca *testCA) []*member {
+	t.Helper()
+	first := openMemberTLS(t, true, nil, ca)
 	waitFor(t, func() bool { return first.node.raft.State() == raft.Leader })
 	ms := []*member{first}
 	for range size - 1 {
-		m := openMember(t, false, nil)
+		m := openMemberTLS(t, false, nil, ca)
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		err := first.node.AddVoter(ctx, m.addr)
 		cancel()
@@ -436,4 +452,35 @@ func TestMembershipNeedsClusterMode(t *testing.T) {
 	if len(got) != 1 || !got[0].Leader || got[0].NodeID != "appliance-1" || got[0].KeyID != k.KID {
 		t.Fatalf("standalone members %+v", got)
 	}
+}
+
+// TestWriteThroughFollowerOverTLS: forwarding rides the raft port's mutual
+// TLS; a client with a certificate of another CA gets no forward
+// connection, and raft on the same port is unaffected.
+func TestWriteThroughFollowerOverTLS(t *testing.T) {
+	ca := newTestCA(t, "site ca")
+	ms := startClusterTLS(t, 3, ca)
+	leader, followers := leaderOf(t, ms)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := followers[0].store.PrepareRamdisk(ctx, "n1", []*sitev1.ProxyDhcpEntry{{Mac: "52:54:00:00:00:01"}}); err != nil {
+		t.Fatalf("write through a follower over TLS: %v", err)
+	}
+	for _, m := range ms {
+		waitFor(t, func() bool { return len(listed(m.state)) == 1 })
+	}
+
+	foreign := newTestCA(t, "another ca").keyPair(t, "impostor", leafOpts{})
+	conf := &tls.Config{InsecureSkipVerify: true, MinVersion: tls.VersionTLS13, Certificates: []tls.Certificate{foreign}}
+	c, err := tls.Dial("tcp", leader.addr, conf)
+	if err == nil {
+		defer c.Close()
+		body, _ := forwardRequest{op: opApply, timeout: time.Second, payload: []byte{0xff}}.encode()
+		_, _ = c.Write(append([]byte(forwardMagic), body...))
+		_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		if resp, err := readResponse(c); err == nil {
+			t.Fatalf("a peer of another CA got a forward response %+v", resp)
+		}
+	}
+	waitFor(t, func() bool { return refusedCount(leader.node, reasonUnknownAuthority) == 1 })
 }
