@@ -33,7 +33,11 @@ type ForwardError struct {
 }
 
 func (e *ForwardError) Error() string {
-	return "lease: forwarding the write to the leader " + e.Leader + ": " + e.Err.Error()
+	msg := "lease: forwarding the write to the leader " + e.Leader + " failed"
+	if e.Err != nil {
+		msg += ": " + e.Err.Error()
+	}
+	return msg
 }
 
 func (e *ForwardError) Unwrap() error { return e.Err }
