@@ -81,7 +81,9 @@ follower forwards it to the leader.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return call(cmd, cl, func(ctx context.Context, api sitebootv1.SiteBootClient) (*sitebootv1.RemoveMemberResponse, error) {
 				return api.RemoveMember(ctx, &sitebootv1.RemoveMemberRequest{Address: args[0]})
-			}, func(w io.Writer, resp *sitebootv1.RemoveMemberResponse) error { return printMembers(w, resp.GetMembers()) })
+			}, func(w io.Writer, resp *sitebootv1.RemoveMemberResponse) error {
+				return printMembers(w, resp.GetMembers())
+			})
 		},
 	}
 }
