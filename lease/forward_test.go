@@ -12,6 +12,7 @@ import (
 	"io"
 	"net"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -483,4 +484,105 @@ func TestWriteThroughFollowerOverTLS(t *testing.T) {
 		}
 	}
 	waitFor(t, func() bool { return refusedCount(leader.node, reasonUnknownAuthority) == 1 })
+}
+
+// TestStreamTellsForwardFromRaft: a connection opening with the forward
+// greeting goes to the forward handler and never to raft; a raft
+// connection reaches Accept with its first byte intact; one that sends
+// nothing is dropped at the deadline.
+func TestStreamTellsForwardFromRaft(t *testing.T) {
+	ref := newRefusals(quietLog(), time.Now)
+	got := make(chan string, 1)
+	s := newStreamLayer(listenLoopback(t), streamConfig{refusals: ref, handshakeTimeout: 300 * time.Millisecond,
+		maxConns: 8, maxHandshakes: 8, forward: func(_ context.Context, c net.Conn) {
+			b := make([]byte, 3)
+			_, _ = io.ReadFull(c, b)
+			got <- string(b)
+		}})
+	defer s.Close()
+	accepted := make(chan net.Conn, 2)
+	go func() {
+		for {
+			c, err := s.Accept()
+			if err != nil {
+				return
+			}
+			accepted <- c
+		}
+	}()
+	dial := func(first string) net.Conn {
+		c, err := net.Dial("tcp", s.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		if first != "" {
+			if _, err := c.Write([]byte(first)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return c
+	}
+	dial(forwardMagic)
+	select {
+	case g := <-got:
+		if g != forwardMagic[1:] {
+			t.Fatalf("the forward handler read %q; want the rest of the greeting", g)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the forward handler never got the connection")
+	}
+	dial("\x01vote")
+	select {
+	case c := <-accepted:
+		b := make([]byte, 5)
+		_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		if _, err := io.ReadFull(c, b); err != nil || string(b) != "\x01vote" {
+			t.Fatalf("raft read %q, %v; want its bytes from the first", b, err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the raft connection never reached Accept")
+	}
+	select {
+	case c := <-accepted:
+		t.Fatalf("a second connection reached raft: %v", c.RemoteAddr())
+	default:
+	}
+	silent := dial("")
+	expectClosed(t, silent, 5*time.Second)
+	waitFor(t, func() bool { return count(ref, reasonTimeout) == 1 })
+}
+
+// TestAwaitResult: a follower gets the result of an index once it applied
+// it; an index whose result left the ring is an error,
+// not a wrong result.
+func TestAwaitResult(t *testing.T) {
+	f := newFSM(site.NewState(), quietLog(), newSkippedCounter())
+	n := &Node{fsm: f}
+	for i := uint64(1); i <= resultRing+5; i++ {
+		f.Apply(&raft.Log{Index: i, Type: raft.LogCommand, Data: []byte{0xff}})
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := n.awaitResult(ctx, 3); err == nil || !strings.Contains(err.Error(), "no longer kept") {
+		t.Fatalf("an evicted index = %v; want an error saying so", err)
+	}
+	if res, err := n.awaitResult(ctx, resultRing+5); err != nil || res == nil {
+		t.Fatalf("the last index = %v, %v; want its (error) result", res, err)
+	}
+	next := uint64(resultRing + 6)
+	cmd, _ := proto.Marshal(&statev1.LogEntry{Kind: &statev1.LogEntry_MemberKey{MemberKey: &statev1.MemberKey{NodeId: "a", PublicKey: fuzzKey}}})
+	go func() {
+		time.Sleep(50 * time.Millisecond)
+		f.Apply(&raft.Log{Index: next, Type: raft.LogCommand, Data: cmd})
+	}()
+	res, err := n.awaitResult(ctx, next)
+	if err != nil || res != nil {
+		t.Fatalf("awaited index = %v, %v; want the applied key's nil result", res, err)
+	}
+	short, cancel2 := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel2()
+	if _, err := n.awaitResult(short, next+1); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("an index never applied = %v; want the deadline", err)
+	}
 }
