@@ -397,11 +397,20 @@ func TestMembershipThroughFollower(t *testing.T) {
 	}
 	for _, m := range []*member{leader, f} {
 		waitFor(t, func() bool { return len(m.node.Members()) == 2 })
+		// The removed member's key is no longer one of the site's keys.
+		for _, k := range m.node.Keys() {
+			if k.Address == gone.addr {
+				t.Fatalf("%s still serves the key of the removed %s", m.addr, gone.addr)
+			}
+		}
+		if n := len(m.node.Keys()); n != 2 {
+			t.Fatalf("%s has %d keys after the removal; want 2", m.addr, n)
+		}
 	}
 	if err := f.node.AddVoter(ctx, gone.addr); err != nil {
 		t.Fatalf("AddVoter through a follower: %v", err)
 	}
-	waitFor(t, func() bool { return len(leader.node.Members()) == 3 })
+	waitFor(t, func() bool { return len(leader.node.Members()) == 3 && len(leader.node.Keys()) == 3 })
 
 	var ae *AddressError
 	for _, bad := range []string{"", "no-port", "host:0", "host:99999", " :1"} {
@@ -584,5 +593,30 @@ func TestAwaitResult(t *testing.T) {
 	defer cancel2()
 	if _, err := n.awaitResult(short, next+1); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("an index never applied = %v; want the deadline", err)
+	}
+}
+
+// TestWriteAfterLeadershipMoves: after the leader hands over, the former
+// leader forwards to the new one, and the new leader's own writes work.
+func TestWriteAfterLeadershipMoves(t *testing.T) {
+	ms := startCluster(t, 3)
+	old, _ := leaderOf(t, ms)
+	if err := old.node.raft.LeadershipTransfer().Error(); err != nil {
+		t.Fatalf("leadership transfer: %v", err)
+	}
+	waitFor(t, func() bool {
+		addr, _ := old.node.raft.LeaderWithID()
+		return old.node.raft.State() == raft.Follower && addr != "" && string(addr) != old.addr
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := old.store.PrepareRamdisk(ctx, "n1", []*sitev1.ProxyDhcpEntry{{Mac: "52:54:00:00:00:01"}}); err != nil {
+		t.Fatalf("write through the former leader: %v", err)
+	}
+	if got := listed(old.state); len(got) != 1 {
+		t.Fatalf("the former leader's state right after its write: %v", got)
+	}
+	for _, m := range ms {
+		waitFor(t, func() bool { return len(listed(m.state)) == 1 })
 	}
 }

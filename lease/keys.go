@@ -209,13 +209,28 @@ func (f *fsm) applyMemberKey(index uint64, p *statev1.MemberKey) any {
 	return nil
 }
 
-// Keys returns the node keys the site's members published, ordered by node
-// id.
+// Keys returns the node keys the site's current members published,
+// ordered by node id: the key published for the raft address of each
+// server in the configuration (for a single server without a network
+// transport, the key of this node id without an address). The key of a
+// removed member stays in the log but is not returned, so its signatures
+// no longer verify against the site's keys.
 func (n *Node) Keys() []PublicKey {
-	keys := n.fsm.keys.list()
-	out := make([]PublicKey, len(keys))
-	for i, k := range keys {
-		out[i] = k.PublicKey
+	f := n.raft.GetConfiguration()
+	if f.Error() != nil {
+		return nil
+	}
+	servers := f.Configuration().Servers
+	addrs := make(map[string]bool, len(servers))
+	for _, s := range servers {
+		addrs[string(s.Address)] = true
+	}
+	var out []PublicKey
+	for _, k := range n.fsm.keys.list() {
+		lone := len(servers) == 1 && k.Address == "" && k.NodeID == n.cfg.ID
+		if addrs[k.Address] || lone {
+			out = append(out, k.PublicKey)
+		}
 	}
 	return out
 }

@@ -34,8 +34,11 @@ func (n *Node) Members() []Member {
 	}
 	leader, _ := n.raft.LeaderWithID()
 	byAddr := map[string]PublicKey{}
+	var lone PublicKey
 	for _, k := range n.Keys() {
-		if k.Address != "" {
+		if k.Address == "" {
+			lone = k
+		} else {
 			byAddr[k.Address] = k
 		}
 	}
@@ -47,9 +50,7 @@ func (n *Node) Members() []Member {
 		k, ok := byAddr[string(s.Address)]
 		if !ok && len(servers) == 1 {
 			// A single voter without a network transport publishes no address.
-			var mk memberKey
-			mk, ok = n.fsm.keys.get(n.cfg.ID)
-			k, ok = mk.PublicKey, ok && mk.Address == ""
+			k, ok = lone, lone.NodeID != ""
 		}
 		if ok {
 			m.NodeID, m.KeyID = k.NodeID, k.KID
