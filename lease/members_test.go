@@ -28,7 +28,9 @@ func TestMembershipThroughFollower(t *testing.T) {
 		want = append(want, Member{ServerID: m.addr, Address: m.addr, Suffrage: "Voter", Leader: m == leader,
 			NodeID: m.addr, KeyID: keyIDOf(t, &m.key.PublicKey)})
 	}
-	sortMembers := func(s []Member) { slices.SortFunc(s, func(a, b Member) int { return strings.Compare(a.Address, b.Address) }) }
+	sortMembers := func(s []Member) {
+		slices.SortFunc(s, func(a, b Member) int { return strings.Compare(a.Address, b.Address) })
+	}
 	sortMembers(got)
 	sortMembers(want)
 	if diff := cmp.Diff(want, got); diff != "" {
