@@ -8,6 +8,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
+	"slices"
 	"testing"
 	"time"
 
@@ -51,15 +52,14 @@ func newKey(t *testing.T) (*ecdsa.PrivateKey, []byte) {
 // openMember opens a cluster-mode node on a free loopback port (plain
 // TCP), its server id its address, and runs its lease loop until the test
 // ends.
-func openMember(t *testing.T, bootstrap bool, join []string) *member {
+func openMember(t *testing.T, addr string, bootstrap bool, join []string) *member {
 	t.Helper()
-	return openMemberTLS(t, bootstrap, join, nil)
+	return openMemberTLS(t, addr, bootstrap, join, nil)
 }
 
 // openMemberTLS is openMember with mutual TLS from ca (plain TCP if nil).
-func openMemberTLS(t *testing.T, bootstrap bool, join []string, ca *testCA) *member {
+func openMemberTLS(t *testing.T, addr string, bootstrap bool, join []string, ca *testCA) *member {
 	t.Helper()
-	addr := freeAddr(t)
 	var files TLSFiles
 	if ca != nil {
 		files = ca.files(t, addr, leafOpts{})
@@ -89,8 +89,10 @@ func openMemberTLS(t *testing.T, bootstrap bool, join []string, ca *testCA) *mem
 	return m
 }
 
-// startCluster starts a cluster of size voters: the first bootstraps and
-// leads, the others wait and are added with AddVoter.
+// startCluster starts a cluster of size voters, each given the others'
+// addresses as Join: the first bootstraps, the others wait, and the leader
+// adds with AddVoter whoever its configuration lacks (all of them when
+// the first bootstrapped alone).
 func startCluster(t *testing.T, size int) []*member {
 	t.Helper()
 	return startClusterTLS(t, size, nil)
@@ -98,18 +100,26 @@ func startCluster(t *testing.T, size int) []*member {
 
 func startClusterTLS(t *testing.T, size int, ca *testCA) []*member {
 	t.Helper()
-	first := openMemberTLS(t, true, nil, ca)
-	waitFor(t, func() bool { return first.node.raft.State() == raft.Leader })
-	ms := []*member{first}
-	for range size - 1 {
-		m := openMemberTLS(t, false, nil, ca)
+	addrs := make([]string, size)
+	for i := range addrs {
+		addrs[i] = freeAddr(t)
+	}
+	var ms []*member
+	for i, addr := range addrs {
+		join := slices.Delete(slices.Clone(addrs), i, i+1)
+		ms = append(ms, openMemberTLS(t, addr, i == 0, join, ca))
+	}
+	leader, _ := leaderOf(t, ms)
+	for _, m := range ms {
+		if slices.ContainsFunc(leader.node.Members(), func(x Member) bool { return x.Address == m.addr }) {
+			continue
+		}
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		err := first.node.AddVoter(ctx, m.addr)
+		err := leader.node.AddVoter(ctx, m.addr)
 		cancel()
 		if err != nil {
 			t.Fatalf("AddVoter %s: %v", m.addr, err)
 		}
-		ms = append(ms, m)
 	}
 	for _, m := range ms {
 		waitFor(t, func() bool { return len(m.node.Members()) == size })
@@ -180,7 +190,8 @@ func TestWriteThroughFollower(t *testing.T) {
 // TestNoLeaderIsNotLeaderError: a node that knows no leader refuses a
 // write with a *NotLeaderError instead of waiting.
 func TestNoLeaderIsNotLeaderError(t *testing.T) {
-	lone := openMember(t, false, nil) // never added: no leader, ever
+	// Never added, and its peers never run: no leader, ever.
+	lone := openMember(t, freeAddr(t), false, []string{freeAddr(t), freeAddr(t)})
 	_, err := lone.node.ApplySite(context.Background(), []byte{})
 	var nl *NotLeaderError
 	if !errors.As(err, &nl) || nl.Leader != "" {
