@@ -43,6 +43,7 @@ var codeTable = []codeRule{
 	as[*site.FieldError](codes.InvalidArgument),
 	as[*ipxe.RequestError](codes.InvalidArgument),
 	as[*discovery.KeySetError](codes.InvalidArgument),
+	as[*lease.AddressError](codes.InvalidArgument),
 	// The request is fine but the state does not allow it now.
 	as[*site.ConflictError](codes.FailedPrecondition),
 	as[*site.NotReadyError](codes.FailedPrecondition),
@@ -55,6 +56,7 @@ var codeTable = []codeRule{
 	is(imagecache.ErrPinned, codes.FailedPrecondition),
 	is(imagecache.ErrWanted, codes.FailedPrecondition),
 	is(appliance.ErrNoAddress, codes.FailedPrecondition),
+	is(lease.ErrNotCluster, codes.FailedPrecondition),
 	// What the request names does not exist.
 	as[*appliance.ImageNotFoundError](codes.NotFound),
 	is(imagecache.ErrNotFound, codes.NotFound),
@@ -64,6 +66,7 @@ var codeTable = []codeRule{
 	as[*appliance.StartingError](codes.Unavailable),
 	is(ipxe.ErrFenced, codes.Unavailable),
 	as[*lease.NotLeaderError](codes.Unavailable),
+	as[*lease.ForwardError](codes.Unavailable),
 	is(lease.ErrShutdown, codes.Unavailable),
 	is(lease.ErrBusy, codes.Unavailable),
 	// The caller's context ended.

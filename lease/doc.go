@@ -30,4 +30,10 @@
 // Lease epochs in the log are checked as they are applied: an epoch is one
 // more than the current one and names a holder; anything else changes
 // nothing. Site commands are checked by the StateMachine.
+//
+// Writes work on every member: a follower forwards them to the leader over
+// the raft port (forward.go), waits until it applied the leader's index and
+// answers with its own state machine's result. Membership (Members,
+// AddVoter, RemoveServer) and the members' published node keys (Keys)
+// travel the same way.
 package lease

@@ -38,6 +38,8 @@ type fsm struct {
 	log     *slog.Logger
 	skipped prometheus.Counter // log entries skipped as invalid
 	applied atomic.Uint64
+	results results    // the last results by index, for forwarded writes
+	keys    memberKeys // the published member keys
 
 	mu     sync.Mutex
 	epoch  uint64
@@ -54,7 +56,13 @@ func newFSM(app StateMachine, log *slog.Logger, skipped prometheus.Counter) *fsm
 // an epoch that breaks the rules (see applyEpoch), changes nothing and is
 // logged; site commands are checked by the StateMachine itself.
 func (f *fsm) Apply(l *raft.Log) any {
-	defer f.applied.Store(l.Index)
+	res := f.applyLog(l)
+	f.results.put(l.Index, res)
+	f.applied.Store(l.Index)
+	return res
+}
+
+func (f *fsm) applyLog(l *raft.Log) any {
 	if l.Type != raft.LogCommand {
 		return nil
 	}
@@ -67,6 +75,8 @@ func (f *fsm) Apply(l *raft.Log) any {
 		return f.applyEpoch(l.Index, k.LeaseEpoch)
 	case *statev1.LogEntry_SiteCommand:
 		return f.app.ApplyCommand(k.SiteCommand)
+	case *statev1.LogEntry_MemberKey:
+		return f.applyMemberKey(l.Index, k.MemberKey)
 	default:
 		return f.skip(l.Index, fmt.Errorf("lease: log entry %d of unknown kind", l.Index))
 	}
@@ -130,7 +140,8 @@ func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
 		return nil, fmt.Errorf("lease: snapshot: %w", err)
 	}
 	epoch, holder := f.current()
-	data, err := proto.Marshal(&statev1.Snapshot{LeaseEpoch: epoch, LeaseHolder: holder, SiteState: app})
+	data, err := proto.Marshal(&statev1.Snapshot{LeaseEpoch: epoch, LeaseHolder: holder, SiteState: app,
+		MemberKeys: f.keys.snapshot()})
 	if err != nil {
 		return nil, fmt.Errorf("lease: snapshot: %w", err)
 	}
@@ -155,9 +166,11 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 		f.skip(0, fmt.Errorf("lease: restore: %w; the epoch is kept, without a holder", err))
 		holder = ""
 	}
+	keys := restoreKeys(s.GetMemberKeys(), func(err error) { f.skip(0, err) })
 	if err := f.app.RestoreState(s.GetSiteState()); err != nil {
 		return err
 	}
+	f.keys.replace(keys)
 	f.mu.Lock()
 	f.epoch, f.holder = s.GetLeaseEpoch(), holder
 	f.mu.Unlock()

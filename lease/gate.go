@@ -17,6 +17,7 @@ import (
 // commits a new epoch and opens the gate; the gate closes the moment
 // leadership is lost. Run returns when ctx ends.
 func (n *Node) Run(ctx context.Context) error {
+	defer n.startPublishing(ctx)() // this node's member key
 	leaderCh := n.raft.LeaderCh()
 	leader := n.raft.State() == raft.Leader
 	retry := time.NewTimer(0)

@@ -87,6 +87,7 @@ type Node struct {
 	fsm   *fsm
 	store *raftboltdb.BoltStore
 	trans raft.Transport
+	fwd   *forwarder // forwarded writes, both ways
 
 	refusals *refusals
 	skipped  prometheus.Counter
@@ -124,7 +125,7 @@ func open(cfg Config, bootstrap bool) (*Node, error) {
 	}
 	skipped := newSkippedCounter()
 	n := &Node{cfg: cfg, log: cfg.Logger, store: store, fsm: newFSM(cfg.StateMachine, cfg.Logger, skipped),
-		readyCh: make(chan struct{}), refusals: newRefusals(cfg.Logger, time.Now), skipped: skipped}
+		readyCh: make(chan struct{}), refusals: newRefusals(cfg.Logger, time.Now), skipped: skipped, fwd: newForwarder()}
 	if err := n.start(db, bootstrap); err != nil {
 		if n.store != nil {
 			_ = n.store.Close()
@@ -134,6 +135,7 @@ func open(cfg Config, bootstrap bool) (*Node, error) {
 		}
 		return nil, err
 	}
+	close(n.fwd.started)
 	return n, nil
 }
 
@@ -201,7 +203,8 @@ func (n *Node) transport() (raft.Transport, error) {
 			"a raft port others can reach needs TLS (lease.raft.tls.*)", "bind", ln.Addr().String())
 	}
 	stream := newStreamLayer(ln, streamConfig{tls: peer, refusals: n.refusals,
-		handshakeTimeout: handshakeTimeout, maxConns: maxPeerConns, maxHandshakes: maxHandshakes})
+		handshakeTimeout: handshakeTimeout, maxConns: maxPeerConns, maxHandshakes: maxHandshakes, forward: n.serveForward})
+	n.fwd.stream = stream
 	return raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
 		Stream: stream, MaxPool: 3, Timeout: applyTimeout, Logger: newHclog(n.log),
 	}), nil
@@ -252,13 +255,14 @@ func (n *Node) Close() error {
 }
 
 // ApplySite commits a serialized site command and returns the state
-// machine's result for it. It fails with a *NotLeaderError on a follower.
+// machine's result for it. A follower forwards it to the leader; with no
+// leader known it fails with a *NotLeaderError.
 func (n *Node) ApplySite(ctx context.Context, cmd []byte) (any, error) {
 	data, err := proto.Marshal(&statev1.LogEntry{Kind: &statev1.LogEntry_SiteCommand{SiteCommand: cmd}})
 	if err != nil {
 		return nil, fmt.Errorf("lease: encode: %w", err)
 	}
-	return n.apply(ctx, data)
+	return n.write(ctx, data)
 }
 
 func (n *Node) apply(ctx context.Context, data []byte) (any, error) {

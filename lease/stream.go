@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"sync"
 	"time"
@@ -29,13 +30,18 @@ const (
 // streamLayer is the raft transport's network: TCP, with mutual TLS unless
 // tls is nil (plain TCP, allowed on loopback only). Inbound connections are
 // handshaken off the accept loop, each within handshakeTimeout; a refused
-// one is closed before raft sees a byte of it.
+// one is closed before raft sees a byte of it. The first byte a peer sends
+// (within handshakeTimeout too) tells raft's connections from forwarded
+// writes (forwardMagic), which go to the forward handler instead.
 type streamLayer struct {
 	ln      net.Listener
 	tls     *peerTLS
 	server  *tls.Config
 	refuse  *refusals
 	timeout time.Duration
+	forward func(context.Context, net.Conn)
+	ctx     context.Context // ends at Close, for the forward handler
+	cancel  context.CancelFunc
 
 	accepted   chan net.Conn
 	handshakes chan struct{} // a token per handshake under way
@@ -56,6 +62,9 @@ type streamConfig struct {
 	handshakeTimeout time.Duration
 	maxConns         int
 	maxHandshakes    int
+	// forward serves a connection that opened with forwardMagic (the
+	// first byte already read); nil refuses such connections.
+	forward func(context.Context, net.Conn)
 }
 
 func newStreamLayer(ln net.Listener, cfg streamConfig) *streamLayer {
@@ -66,7 +75,9 @@ func newStreamLayer(ln net.Listener, cfg streamConfig) *streamLayer {
 		done:       make(chan struct{}),
 		conns:      make(map[net.Conn]struct{}),
 		max:        cfg.maxConns,
+		forward:    cfg.forward,
 	}
+	s.ctx, s.cancel = context.WithCancel(context.Background())
 	if cfg.tls != nil {
 		s.server = cfg.tls.serverConfig()
 	}
@@ -127,11 +138,56 @@ func (s *streamLayer) handshake(raw net.Conn) {
 		s.untrack(raw)
 		return
 	}
+	first, err := s.peek(raw, conn)
+	switch {
+	case err != nil:
+		select {
+		case <-s.done:
+		default:
+			s.refuse.refused(raw.RemoteAddr(), classify(err), fmt.Errorf("no first byte: %w", err))
+		}
+		s.untrack(raw)
+		return
+	case first == forwardMagic[0]:
+		if s.forward != nil {
+			s.forward(s.ctx, conn)
+		}
+		s.untrack(raw)
+		return
+	}
 	select {
-	case s.accepted <- &inboundConn{Conn: conn, raw: raw, s: s}:
+	case s.accepted <- &inboundConn{Conn: &prefixConn{Conn: conn, first: []byte{first}}, raw: raw, s: s}:
 	case <-s.done:
 		s.untrack(raw)
 	}
+}
+
+// peek reads the first byte a peer sends, within the handshake timeout:
+// raft sends its rpc type at once on every connection it opens.
+func (s *streamLayer) peek(raw, conn net.Conn) (byte, error) {
+	if err := raw.SetReadDeadline(time.Now().Add(s.timeout)); err != nil {
+		return 0, err
+	}
+	var b [1]byte
+	if _, err := io.ReadFull(conn, b[:]); err != nil {
+		return 0, err
+	}
+	return b[0], raw.SetReadDeadline(time.Time{})
+}
+
+// prefixConn hands back the byte peek read before the rest of the stream.
+type prefixConn struct {
+	net.Conn
+	first []byte
+}
+
+func (c *prefixConn) Read(p []byte) (int, error) {
+	if len(c.first) > 0 && len(p) > 0 {
+		n := copy(p, c.first)
+		c.first = c.first[n:]
+		return n, nil
+	}
+	return c.Conn.Read(p)
 }
 
 // secure runs the TLS handshake under the handshake deadline.
@@ -189,6 +245,7 @@ func (s *streamLayer) Close() error {
 		return nil
 	}
 	s.closed = true
+	s.cancel()
 	conns := s.conns
 	s.conns = map[net.Conn]struct{}{}
 	s.mu.Unlock()

@@ -126,6 +126,9 @@ func TestStreamBoundsConnections(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { c.Close() })
+		if _, err := c.Write([]byte{0}); err != nil { // raft's first byte: an rpc type
+			t.Fatal(err)
+		}
 		got, err := s.Accept()
 		if err != nil {
 			t.Fatal(err)

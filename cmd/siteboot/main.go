@@ -56,6 +56,7 @@ running appliance (--socket, or SITEBOOT_SOCKET).`,
 		newImageCmd(cl),
 		newSiteCmd(cl),
 		newAssertionCmd(cl),
+		newClusterCmd(cl),
 		newVersionCmd(cl),
 	)
 	return root
