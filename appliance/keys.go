@@ -6,20 +6,12 @@ import (
 	"strconv"
 
 	"github.com/siteboot/siteboot/discovery"
+	"github.com/siteboot/siteboot/lease"
 )
 
-// memberKey is one site member's public key as the lease node reports it.
-// When lease.Node gains Keys() []lease.PublicKey (the member keys it
-// publishes through the raft log), this alias becomes
-//
-//	type memberKey = lease.PublicKey
-//
-// and nothing else changes: the node then satisfies keySource and
-// memberKeys uses it.
-type memberKey = struct {
-	NodeID, Address, KID string
-	Key                  *ecdsa.PublicKey
-}
+// memberKey is one site member's public key as the lease node reports it:
+// the member keys it publishes through the raft log.
+type memberKey = lease.PublicKey
 
 // keySource lists the public keys of the site's members.
 type keySource interface {
@@ -29,8 +21,7 @@ type keySource interface {
 // memberKeys is the key set of the site: siteKeys of this appliance's node
 // key and the lease node's member keys (once it reports them).
 func (a *Appliance) memberKeys() (*discovery.KeySet, error) {
-	src, _ := any(a.node).(keySource)
-	return siteKeys(a.signer.Public(), src)
+	return siteKeys(a.signer.Public(), a.node)
 }
 
 // siteKeys is every key src reports, and always own (so this appliance's

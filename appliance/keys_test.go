@@ -8,7 +8,6 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -17,7 +16,6 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/siteboot/siteboot/discovery"
 	sitev1 "github.com/siteboot/siteboot/gen/bettercompute/site/v1"
-	"github.com/siteboot/siteboot/lease"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 )
@@ -219,18 +217,4 @@ func flip(c byte) string {
 		return "B"
 	}
 	return "A"
-}
-
-// Once lease.Node reports member keys (a Keys method), it must be a
-// keySource, or /v1/keys would silently serve the own key alone: the
-// memberKey alias has to become lease.PublicKey.
-func TestNodeKeysAreUsedOnceThere(t *testing.T) {
-	node := reflect.TypeFor[*lease.Node]()
-	if _, has := node.MethodByName("Keys"); !has {
-		t.Log("lease.Node has no Keys method yet: /v1/keys serves the node key alone")
-		return
-	}
-	if !node.Implements(reflect.TypeFor[keySource]()) {
-		t.Fatal("lease.Node has Keys but is not a keySource: set `type memberKey = lease.PublicKey` in keys.go")
-	}
 }

@@ -31,4 +31,6 @@ var (
 	_ ipxe.Secrets   = secretref.Resolver{}
 
 	_ tftpd.Files = (*images.Set)(nil)
+
+	_ keySource = (*lease.Node)(nil)
 )
