@@ -39,9 +39,10 @@ type fsm struct {
 	skipped prometheus.Counter // log entries skipped as invalid
 	applied atomic.Uint64
 
-	mu     sync.Mutex
-	epoch  uint64
-	holder string
+	mu       sync.Mutex
+	epoch    uint64
+	holder   string
+	external uint64 // the highest epoch a control plane pushed (external mode)
 }
 
 var _ raft.FSM = (*fsm)(nil)
@@ -67,6 +68,8 @@ func (f *fsm) Apply(l *raft.Log) any {
 		return f.applyEpoch(l.Index, k.LeaseEpoch)
 	case *statev1.LogEntry_SiteCommand:
 		return f.app.ApplyCommand(k.SiteCommand)
+	case *statev1.LogEntry_ExternalEpoch:
+		return f.applyExternal(l.Index, k.ExternalEpoch)
 	default:
 		return f.skip(l.Index, fmt.Errorf("lease: log entry %d of unknown kind", l.Index))
 	}
@@ -130,7 +133,7 @@ func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
 		return nil, fmt.Errorf("lease: snapshot: %w", err)
 	}
 	epoch, holder := f.current()
-	data, err := proto.Marshal(&statev1.Snapshot{LeaseEpoch: epoch, LeaseHolder: holder, SiteState: app})
+	data, err := proto.Marshal(&statev1.Snapshot{LeaseEpoch: epoch, LeaseHolder: holder, SiteState: app, ExternalEpoch: f.externalEpoch()})
 	if err != nil {
 		return nil, fmt.Errorf("lease: snapshot: %w", err)
 	}
@@ -155,11 +158,14 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 		f.skip(0, fmt.Errorf("lease: restore: %w; the epoch is kept, without a holder", err))
 		holder = ""
 	}
+	if ext := f.externalEpoch(); s.GetExternalEpoch() < ext {
+		return fmt.Errorf("lease: restore: the snapshot's external epoch %d is below %d, already applied: external epochs never go back", s.GetExternalEpoch(), ext)
+	}
 	if err := f.app.RestoreState(s.GetSiteState()); err != nil {
 		return err
 	}
 	f.mu.Lock()
-	f.epoch, f.holder = s.GetLeaseEpoch(), holder
+	f.epoch, f.holder, f.external = s.GetLeaseEpoch(), holder, s.GetExternalEpoch()
 	f.mu.Unlock()
 	return nil
 }
