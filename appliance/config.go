@@ -88,7 +88,7 @@ type Config struct {
 			Bind      string   `yaml:"bind" doc:"raft TCP address peers dial; empty runs a single voter with no listener; anything but loopback needs lease.raft.tls.*; required in cluster mode"`
 			Advertise string   `yaml:"advertise" doc:"cluster mode: the raft address the other voters dial, and this voter's raft id (default: lease.raft.bind)"`
 			Join      []string `yaml:"join" doc:"cluster mode: the raft addresses (lease.raft.advertise) of the other voters, 2 or 4 of them; every voter lists the others"`
-			TLS  struct {
+			TLS       struct {
 				CA   string `yaml:"ca" doc:"CA bundle (PEM) every raft peer's certificate must chain to; use a CA that issues only appliance certificates"`
 				Cert string `yaml:"cert" doc:"this appliance's raft certificate (PEM), for server and client auth, naming the lease.raft.bind address"`
 				Key  string `yaml:"key" doc:"key (PEM) of lease.raft.tls.cert"`
