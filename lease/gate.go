@@ -164,7 +164,7 @@ func (n *Node) replayed() bool {
 	if addr, _ := n.raft.LeaderWithID(); addr == "" {
 		return false
 	}
-	commit, applied := n.raft.CommitIndex(), n.fsm.applied.Load()
+	commit, applied := n.raft.CommitIndex(), n.raft.AppliedIndex()
 	return commit > 0 && applied >= commit && (applied >= n.lastAtOpen || n.raft.LastIndex() < n.lastAtOpen)
 }
 
