@@ -41,6 +41,7 @@ var codeTable = []codeRule{
 	// The request is wrong: fixing it is the caller's job.
 	as[*site.FieldError](codes.InvalidArgument),
 	as[*ipxe.RequestError](codes.InvalidArgument),
+	as[*lease.UpdateError](codes.InvalidArgument),
 	// The request is fine but the state does not allow it now.
 	as[*site.ConflictError](codes.FailedPrecondition),
 	as[*site.NotReadyError](codes.FailedPrecondition),
@@ -53,6 +54,8 @@ var codeTable = []codeRule{
 	is(imagecache.ErrPinned, codes.FailedPrecondition),
 	is(imagecache.ErrWanted, codes.FailedPrecondition),
 	is(appliance.ErrNoAddress, codes.FailedPrecondition),
+	as[*lease.EpochError](codes.FailedPrecondition),
+	is(lease.ErrNotExternal, codes.FailedPrecondition),
 	// What the request names does not exist.
 	as[*appliance.ImageNotFoundError](codes.NotFound),
 	is(imagecache.ErrNotFound, codes.NotFound),

@@ -55,6 +55,7 @@ running appliance (--socket, or SITEBOOT_SOCKET).`,
 		newScriptCmd(cl),
 		newImageCmd(cl),
 		newSiteCmd(cl),
+		newLeaseCmd(cl),
 		newVersionCmd(cl),
 	)
 	return root
