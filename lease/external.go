@@ -106,10 +106,10 @@ func (n *Node) pushed(epoch uint64, active bool, t0 time.Time, ttl time.Duration
 		n.mu.Unlock()
 		return
 	}
+	// A higher epoch takes the window over (the gate stays as it was
+	// until extend moves the window).
 	n.mu.Lock()
-	if n.win.epoch != epoch {
-		n.win = window{epoch: epoch}
-	}
+	n.win.epoch = epoch
 	n.mu.Unlock()
 	n.extend(epoch, t0, ttl)
 }

@@ -34,8 +34,13 @@ func (n *Node) Run(ctx context.Context) error {
 		}
 	}
 	defer stop()
-	readyPoll := time.NewTicker(50 * time.Millisecond)
-	defer readyPoll.Stop()
+	// A cluster member may become ready as a follower: poll for it.
+	var readyPoll <-chan time.Time
+	if n.cfg.Mode == Cluster {
+		tick := time.NewTicker(50 * time.Millisecond)
+		defer tick.Stop()
+		readyPoll = tick.C
+	}
 	for {
 		if term == nil && n.raft.State() == raft.Leader {
 			term = n.startHolding(ctx)
@@ -57,10 +62,10 @@ func (n *Node) Run(ctx context.Context) error {
 		case <-ended: // leadership could not be verified; a new term starts over
 			term = nil
 			n.waitOrDone(ctx, retryEvery)
-		case <-readyPoll.C:
+		case <-readyPoll:
 			if n.replayed() {
 				n.markReady()
-				readyPoll.Stop()
+				readyPoll = nil
 			}
 		}
 	}
@@ -158,9 +163,6 @@ func (n *Node) waitOrDone(ctx context.Context, d time.Duration) bool {
 // is known, and this node applied what the leader says is committed and
 // what its own log held when it opened (unless raft cut that back).
 func (n *Node) replayed() bool {
-	if n.cfg.Mode != Cluster {
-		return false
-	}
 	if addr, _ := n.raft.LeaderWithID(); addr == "" {
 		return false
 	}
