@@ -368,3 +368,44 @@ func TestDataDirOfAnotherMode(t *testing.T) {
 	h2 := start(t, dir) // still fine as it was made
 	h2.close()
 }
+
+// A new holder that loses leadership while it waits ttl + margin never
+// opens; the next one takes a higher epoch and waits afresh.
+func TestClusterHolderLosingLeadershipWhileWaitingNeverOpens(t *testing.T) {
+	hs := startCluster(t)
+	defer func() {
+		for _, h := range hs {
+			h.close()
+		}
+	}()
+	var nodes []*Node
+	for _, h := range hs {
+		nodes = append(nodes, h.node)
+	}
+	s := sample(t, nodes)
+	first := -1
+	waitFor(t, func() bool {
+		for i, h := range hs {
+			if h.node.raft.State() == raft.Leader && strings.Contains(h.node.Status().FencedReason, "waits ttl + margin") {
+				first = i
+				return true
+			}
+		}
+		return false
+	})
+	if err := hs[first].node.raft.LeadershipTransfer().Error(); err != nil {
+		t.Fatalf("leadership transfer: %v", err)
+	}
+	waitFor(t, func() bool { i := holderOf(hs); return i >= 0 && i != first })
+	s.finish()
+	if at, opened := s.opened(first); opened {
+		t.Fatalf("node %d opened at %v though it lost leadership while waiting", first, at)
+	}
+	next := holderOf(hs)
+	if e, _ := hs[next].node.Gate(); e < 2 {
+		t.Fatalf("new holder's epoch %d; want above the first holder's", e)
+	}
+	if st := hs[first].node.Status(); st.Active || st.FenceEvents != 0 {
+		t.Fatalf("first holder: %+v; want fenced, with no fence event (it never opened)", st)
+	}
+}
