@@ -44,6 +44,7 @@ func statusAPI(st appliance.Status) *sitebootv1.GetStatusResponse {
 		Lease: st.Lease, LeaseMode: st.LeaseMode, RaftState: st.RaftState, AppliedIndex: st.AppliedIndex,
 		BootFilesDir: st.BootFilesDir, Discovered: uint32(st.Discovered),
 		NodeKeyId: st.NodeKeyID, NodePublicKeyPem: string(st.NodeKeyPEM), Images: st.Images,
+		LeaseStatus: leaseStatusAPI(st.LeaseStatus),
 	}
 	for _, f := range st.BootFiles {
 		out.BootFiles = append(out.BootFiles, &sitebootv1.BootFile{Name: f.Name, Arches: f.Arches, Size: uint64(f.Size), Sha256: f.SHA256[:]})

@@ -44,6 +44,7 @@ var codeTable = []codeRule{
 	as[*ipxe.RequestError](codes.InvalidArgument),
 	as[*discovery.KeySetError](codes.InvalidArgument),
 	as[*lease.AddressError](codes.InvalidArgument),
+	as[*lease.UpdateError](codes.InvalidArgument),
 	// The request is fine but the state does not allow it now.
 	as[*site.ConflictError](codes.FailedPrecondition),
 	as[*site.NotReadyError](codes.FailedPrecondition),
@@ -57,6 +58,8 @@ var codeTable = []codeRule{
 	is(imagecache.ErrWanted, codes.FailedPrecondition),
 	is(appliance.ErrNoAddress, codes.FailedPrecondition),
 	is(lease.ErrNotCluster, codes.FailedPrecondition),
+	as[*lease.EpochError](codes.FailedPrecondition),
+	is(lease.ErrNotExternal, codes.FailedPrecondition),
 	// What the request names does not exist.
 	as[*appliance.ImageNotFoundError](codes.NotFound),
 	is(imagecache.ErrNotFound, codes.NotFound),

@@ -106,32 +106,32 @@ func (a *Appliance) buildCore(context.Context) error {
 	info.Set(1)
 	a.reg.MustRegister(info)
 
-	a.state = site.NewState(site.WithLogger(a.log))
-	if a.cfg.Raft.Listen != "" {
-		a.log.Warn("config: raft.listen is deprecated; use lease.raft.bind", "raft.listen", a.cfg.Raft.Listen)
-	}
-	node, err := lease.Open(lease.Config{
-		Dir: filepath.Join(a.cfg.DataDir, "raft"), ID: a.cfg.NodeID, Bind: a.cfg.Lease.Raft.Bind, TLS: a.cfg.raftTLS(),
-		TTL: time.Duration(a.cfg.Lease.TTL), StateMachine: a.state, Logger: a.log,
-	})
-	if err != nil {
-		return err
-	}
-	a.node = node
-	a.onClose(node.Close)
-	if err := node.RegisterMetrics(a.reg); err != nil {
-		return err
-	}
-	return site.RegisterMetrics(a.reg, a.state, a.now)
-}
-
-// buildDiscovery: the node key and the discovered-machine ledger.
-func (a *Appliance) buildDiscovery(context.Context) error {
+	// The node key first: the lease publishes its public half.
 	signer, err := discovery.LoadOrCreateKey(filepath.Join(a.cfg.DataDir, "node.key"))
 	if err != nil {
 		return err
 	}
 	a.signer = signer
+	a.state = site.NewState(site.WithLogger(a.log))
+	if a.cfg.Raft.Listen != "" {
+		a.log.Warn("config: raft.listen is deprecated; use lease.raft.bind", "raft.listen", a.cfg.Raft.Listen)
+	}
+	lc, err := a.leaseConfig()
+	if err != nil {
+		return err
+	}
+	node, err := lease.Open(lc)
+	if err != nil {
+		return err
+	}
+	a.node = node
+	a.onClose(node.Close)
+	return site.RegisterMetrics(a.reg, a.state, a.now)
+}
+
+// buildDiscovery: the discovered-machine ledger (the node key is loaded
+// by buildCore).
+func (a *Appliance) buildDiscovery(context.Context) error {
 	ledger, err := discovery.OpenLedger(discovery.LedgerConfig{
 		Path: filepath.Join(a.cfg.DataDir, "discovered.pb"), Now: a.now, Logger: a.log, Metrics: a.reg,
 	})

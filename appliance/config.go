@@ -81,10 +81,14 @@ type Config struct {
 		Listen string `yaml:"listen" doc:"deprecated name of lease.raft.bind"`
 	} `yaml:"raft"`
 	Lease struct {
-		TTL  Duration `yaml:"ttl" doc:"boot lease ttl"`
-		Raft struct {
-			Bind string `yaml:"bind" doc:"raft TCP address peers dial; empty runs a single voter with no listener; anything but loopback needs lease.raft.tls.*"`
-			TLS  struct {
+		Mode   string   `yaml:"mode" doc:"where the boot lease comes from: standalone (this appliance alone), cluster (3 or 5 appliances in raft; the leader holds it) or external (a control plane pushes it with UpdateLease / siteboot lease set)"`
+		TTL    Duration `yaml:"ttl" doc:"boot lease ttl: a holder that cannot renew within it stops answering (cluster mode: at least 2s)"`
+		Margin Duration `yaml:"margin" doc:"cluster mode: a new holder waits lease.ttl plus this after winning before it answers, for clock rate differences"`
+		Raft   struct {
+			Bind      string   `yaml:"bind" doc:"raft TCP address peers dial; empty runs a single voter with no listener; anything but loopback needs lease.raft.tls.*; required in cluster mode"`
+			Advertise string   `yaml:"advertise" doc:"cluster mode: the raft address the other voters dial, and this voter's raft id (default: lease.raft.bind)"`
+			Join      []string `yaml:"join" doc:"cluster mode: the raft addresses (lease.raft.advertise) of the other voters, 2 or 4 of them; every voter lists the others"`
+			TLS       struct {
 				CA   string `yaml:"ca" doc:"CA bundle (PEM) every raft peer's certificate must chain to; use a CA that issues only appliance certificates"`
 				Cert string `yaml:"cert" doc:"this appliance's raft certificate (PEM), for server and client auth, naming the lease.raft.bind address"`
 				Key  string `yaml:"key" doc:"key (PEM) of lease.raft.tls.cert"`
@@ -141,7 +145,9 @@ func DefaultConfig() Config {
 	c.Cache.Checkpoint = "64MiB"
 	c.Cache.FastPath = true
 	c.HTTP.ProgressTimeout = Duration(httpserver.DefaultProgressTimeout)
+	c.Lease.Mode = string(lease.Standalone)
 	c.Lease.TTL = Duration(10 * time.Second)
+	c.Lease.Margin = Duration(time.Second)
 	c.Entries.DefaultTTL = Duration(24 * time.Hour)
 	c.Log.Level = "info"
 	c.Log.Format = "text"
@@ -246,19 +252,18 @@ func (c *Config) check() error {
 	if c.Cache.Concurrency < 1 || c.Cache.Concurrency > 64 {
 		bad("cache.concurrency", "%d: want 1..64", c.Cache.Concurrency)
 	}
-	if c.Lease.TTL <= 0 {
-		bad("lease.ttl", "must be positive")
-	}
 	if c.Raft.Listen != "" && c.Raft.Listen != c.Lease.Raft.Bind {
 		bad("raft.listen", "is the deprecated name of lease.raft.bind; set only lease.raft.bind")
 	}
-	if err := lease.CheckTransport(c.Lease.Raft.Bind, c.raftTLS()); err != nil {
+	for _, err := range c.checkLease() {
 		key := "lease.raft"
 		if te, ok := errors.AsType[*lease.TransportError](err); ok {
 			key, err = "lease.raft."+te.Field, errors.New(te.Reason)
 			if te.Field == "bind" && c.Raft.Listen != "" {
 				key = "raft.listen"
 			}
+		} else if ke, ok := errors.AsType[*keyError](err); ok {
+			key, err = ke.key, errors.New(ke.reason)
 		}
 		bad(key, "%v", err)
 	}

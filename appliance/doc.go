@@ -11,8 +11,9 @@
 // surface of the boot path is served by Run itself.
 //
 // Two invariants are kept here. Operations answer only from a restored
-// state: until raft has replayed its log and the lease was held, every
-// method but Status fails with a *StartingError. And one path (follow, in
+// state: until the lease node is ready (raft has replayed its log; in
+// standalone mode the lease was held, in cluster mode a leader is known),
+// every method but Status and Lease fails with a *StartingError. And one path (follow, in
 // sync.go) keeps the local parts — the cache's wanted set and pins, the
 // discovered ledger — in step with the replicated state; a write returns
 // once that path has synced the state version it produced.

@@ -31,7 +31,7 @@ func (a *Appliance) readyz(w http.ResponseWriter, _ *http.Request) {
 	select {
 	case <-a.node.Ready():
 	default:
-		http.Error(w, "not ready: the boot lease was never held yet (raft "+a.node.RaftState()+")", http.StatusServiceUnavailable)
+		http.Error(w, "not ready: the replicated state is not restored yet (raft "+a.node.RaftState()+")", http.StatusServiceUnavailable)
 		return
 	}
 	epoch, open := a.node.Gate()

@@ -42,9 +42,10 @@ func (a *Appliance) Run(ctx context.Context) error {
 	return err
 }
 
-// Ready is closed once the replicated state is restored (raft has replayed
-// its log) and the boot lease was held for the first time. Before that
-// every operation but Status fails with a *StartingError.
+// Ready is closed once the replicated state is restored (lease.Node.Ready:
+// standalone, the boot lease was held for the first time; cluster, the log
+// is applied and a leader is known; external, the log is applied). Before
+// that every operation but Status and Lease fails with a *StartingError.
 func (a *Appliance) Ready() <-chan struct{} { return a.node.Ready() }
 
 func (a *Appliance) isReady() bool {

@@ -7,6 +7,7 @@ import (
 	agentv1 "github.com/siteboot/siteboot/gen/bettercompute/agent/v1"
 	sitev1 "github.com/siteboot/siteboot/gen/bettercompute/site/v1"
 	"github.com/siteboot/siteboot/images"
+	"github.com/siteboot/siteboot/lease"
 )
 
 // Status is what the appliance is, holds and whether it may answer.
@@ -22,6 +23,8 @@ type Status struct {
 	Lease                       *sitev1.BootLeaseState
 	LeaseMode, RaftState        string
 	AppliedIndex                uint64
+	// LeaseStatus is the boot lease in full (Lease and LeaseMode in short).
+	LeaseStatus lease.Status
 
 	BootFilesDir string
 	BootFiles    []images.File
@@ -35,9 +38,11 @@ type Status struct {
 // Status reports the appliance's status. Unlike every other operation it
 // answers while the appliance is starting, saying so.
 func (a *Appliance) Status(context.Context) (Status, error) {
+	ls := a.node.Status()
 	st := Status{
 		SiteID: a.cfg.SiteID, NodeID: a.cfg.NodeID, Version: a.version, StartedAt: a.startedAt,
-		Lease: a.node.LeaseState(), LeaseMode: a.node.Mode(), RaftState: a.node.RaftState(), AppliedIndex: a.node.AppliedIndex(),
+		Lease:     &sitev1.BootLeaseState{Active: ls.Active, Epoch: ls.Epoch, TtlMs: uint32(ls.TTL.Milliseconds())},
+		LeaseMode: string(ls.Mode), RaftState: ls.RaftState, AppliedIndex: ls.AppliedIndex, LeaseStatus: ls,
 		BootFilesDir: a.boot.Dir(), BootFiles: a.boot.Files(),
 		NodeKeyID: a.signer.KID(), NodeKeyPEM: a.signer.PublicKeyPEM(),
 		Listeners: a.Listeners(),

@@ -9,10 +9,18 @@
 //
 // The boot lease (bettercompute.site.v1.BootLeaseState) says whether this
 // appliance may answer proxyDHCP, serve iPXE scripts and sign discovery
-// assertions. In standalone mode a single-voter raft is bootstrapped on first
-// start, and every time the node takes leadership it commits a new epoch
-// (after a Barrier, so the epoch is above every one in the log); the gate
-// opens once that epoch is applied and closes the moment leadership is lost.
+// assertions. Gate is open while this node holds an epoch and the monotonic
+// clock is before the end of its window, which a holder moves to
+// (time before the check + ttl) each time raft confirms its leadership,
+// every ttl/3; so a holder that is paused, starved or cut off closes its
+// gate by the clock alone. In standalone mode a single-voter raft is
+// bootstrapped on first start and every leadership commits a new epoch
+// (after a Barrier, so it is above every one in the log). In cluster mode
+// 3 or 5 voters bootstrap one configuration; the leader commits an epoch
+// and waits ttl + margin from its win before opening, by when any former
+// holder's window has ended. In external mode a control plane pushes the
+// lease (UpdateLease); the highest pushed epoch is committed to the log so
+// a lower one is refused even after a restart.
 //
 // Whoever can speak raft to a node can write the site state and take the
 // lease, so the raft port (Config.Bind) speaks mutual TLS 1.3: a peer is

@@ -1,6 +1,9 @@
 package lease
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+)
 
 // NotLeaderError is a write sent to a node that is not the raft leader.
 type NotLeaderError struct {
@@ -20,3 +23,26 @@ var (
 	ErrShutdown = errors.New("lease: raft is shut down")
 	ErrBusy     = errors.New("raft log is busy, try again")
 )
+
+// ErrNotExternal is UpdateLease on a node whose lease does not come from a
+// control plane (mode standalone or cluster).
+var ErrNotExternal = errors.New("lease: the boot lease is not pushed here: lease.mode is not external")
+
+// EpochError is a pushed epoch lower than the highest one ever seen; it is
+// refused so that an old control plane (or a replayed push) cannot take
+// the lease back.
+type EpochError struct {
+	Got, Highest uint64
+}
+
+func (e *EpochError) Error() string {
+	return fmt.Sprintf("lease: epoch %d is below %d, the highest epoch pushed so far; epochs never go back", e.Got, e.Highest)
+}
+
+// UpdateError is a pushed BootLeaseState that is not a lease: Field names
+// the bad field (ttl_ms, epoch).
+type UpdateError struct {
+	Field, Reason string
+}
+
+func (e *UpdateError) Error() string { return "lease: " + e.Field + ": " + e.Reason }

@@ -45,7 +45,7 @@ func fakeLeader(t *testing.T, resp func() forwardResponse) (addr string, request
 // names the new one, which is asked once; two in a row end in a
 // *NotLeaderError.
 func TestForwardRetriesOnceAtTheNewLeader(t *testing.T) {
-	ms := startCluster(t, 3)
+	ms := startMembers(t, 3)
 	leader, followers := leaderOf(t, ms)
 	f := followers[0]
 	old, reqs := fakeLeader(t, func() forwardResponse { return forwardResponse{status: statusNotLeader, message: leader.addr} })
@@ -100,7 +100,7 @@ func dialForward(t *testing.T, addr string) net.Conn {
 // commands and member keys are forwarded), garbage — and changes nothing;
 // raft's own connections still work beside it.
 func TestForwardServerRefusals(t *testing.T) {
-	ms := startCluster(t, 3)
+	ms := startMembers(t, 3)
 	leader, followers := leaderOf(t, ms)
 	applied := leader.node.AppliedIndex()
 
@@ -153,7 +153,7 @@ func TestForwardServerRefusals(t *testing.T) {
 // TestForwardPerPeerLimit: a peer holds at most maxForwardPerPeer forward
 // connections; the next is told so and closed.
 func TestForwardPerPeerLimit(t *testing.T) {
-	ms := startCluster(t, 3)
+	ms := startMembers(t, 3)
 	leader, _ := leaderOf(t, ms)
 	var held []net.Conn
 	for range maxForwardPerPeer {

@@ -93,7 +93,7 @@ func openMemberTLS(t *testing.T, addr string, bootstrap bool, join []string, ca 
 // addresses as Join: the first bootstraps, the others wait, and the leader
 // adds with AddVoter whoever its configuration lacks (all of them when
 // the first bootstrapped alone).
-func startCluster(t *testing.T, size int) []*member {
+func startMembers(t *testing.T, size int) []*member {
 	t.Helper()
 	return startClusterTLS(t, size, nil)
 }
@@ -147,7 +147,7 @@ func leaderOf(t *testing.T, ms []*member) (leader *member, followers []*member) 
 // leader and lands on every member; the follower answers with its own
 // state machine's result, the same as the leader's, refusals included.
 func TestWriteThroughFollower(t *testing.T) {
-	ms := startCluster(t, 3)
+	ms := startMembers(t, 3)
 	leader, followers := leaderOf(t, ms)
 	f := followers[0]
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -237,7 +237,7 @@ func TestWriteThroughFollowerOverTLS(t *testing.T) {
 // TestWriteAfterLeadershipMoves: after the leader hands over, the former
 // leader forwards to the new one, and the new leader's own writes work.
 func TestWriteAfterLeadershipMoves(t *testing.T) {
-	ms := startCluster(t, 3)
+	ms := startMembers(t, 3)
 	old, _ := leaderOf(t, ms)
 	if err := old.node.raft.LeadershipTransfer().Error(); err != nil {
 		t.Fatalf("leadership transfer: %v", err)

@@ -41,9 +41,10 @@ type fsm struct {
 	results results    // the last results by index, for forwarded writes
 	keys    memberKeys // the published member keys
 
-	mu     sync.Mutex
-	epoch  uint64
-	holder string
+	mu       sync.Mutex
+	epoch    uint64
+	holder   string
+	external uint64 // the highest epoch a control plane pushed (external mode)
 }
 
 var _ raft.FSM = (*fsm)(nil)
@@ -77,6 +78,8 @@ func (f *fsm) applyLog(l *raft.Log) any {
 		return f.app.ApplyCommand(k.SiteCommand)
 	case *statev1.LogEntry_MemberKey:
 		return f.applyMemberKey(l.Index, k.MemberKey)
+	case *statev1.LogEntry_ExternalEpoch:
+		return f.applyExternal(l.Index, k.ExternalEpoch)
 	default:
 		return f.skip(l.Index, fmt.Errorf("lease: log entry %d of unknown kind", l.Index))
 	}
@@ -141,7 +144,7 @@ func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
 	}
 	epoch, holder := f.current()
 	data, err := proto.Marshal(&statev1.Snapshot{LeaseEpoch: epoch, LeaseHolder: holder, SiteState: app,
-		MemberKeys: f.keys.snapshot()})
+		MemberKeys: f.keys.snapshot(), ExternalEpoch: f.externalEpoch()})
 	if err != nil {
 		return nil, fmt.Errorf("lease: snapshot: %w", err)
 	}
@@ -166,13 +169,16 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 		f.skip(0, fmt.Errorf("lease: restore: %w; the epoch is kept, without a holder", err))
 		holder = ""
 	}
+	if ext := f.externalEpoch(); s.GetExternalEpoch() < ext {
+		return fmt.Errorf("lease: restore: the snapshot's external epoch %d is below %d, already applied: external epochs never go back", s.GetExternalEpoch(), ext)
+	}
 	keys := restoreKeys(s.GetMemberKeys(), func(err error) { f.skip(0, err) })
 	if err := f.app.RestoreState(s.GetSiteState()); err != nil {
 		return err
 	}
 	f.keys.replace(keys)
 	f.mu.Lock()
-	f.epoch, f.holder = s.GetLeaseEpoch(), holder
+	f.epoch, f.holder, f.external = s.GetLeaseEpoch(), holder, s.GetExternalEpoch()
 	f.mu.Unlock()
 	return nil
 }

@@ -45,7 +45,7 @@ func fuzzFSM(tb testing.TB) (*fsm, *site.State) {
 		tb.Fatal(err)
 	}
 	f := newFSM(st, quietLog(), newSkippedCounter())
-	f.epoch, f.holder = 3, "appliance-1"
+	f.epoch, f.holder, f.external = 3, "appliance-1", 4
 	k, err := checkMemberKey(&statev1.MemberKey{NodeId: "appliance-1", Address: "10.0.0.1:7390", PublicKey: fuzzKey})
 	if err != nil {
 		tb.Fatal(err)
@@ -75,6 +75,21 @@ func keysOf(tb testing.TB, f *fsm) []byte {
 	return b
 }
 
+// withExternal is a serialized snapshot with its external epoch set.
+func withExternal(tb testing.TB, snap []byte, external uint64) []byte {
+	tb.Helper()
+	var s statev1.Snapshot
+	if err := proto.Unmarshal(snap, &s); err != nil {
+		tb.Fatal(err)
+	}
+	s.ExternalEpoch = external
+	out, err := proto.Marshal(&s)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return out
+}
+
 // FuzzRestore feeds arbitrary bytes to the raft FSM as a snapshot. It must
 // never panic; a refused snapshot must leave the state and the epoch as
 // they were; a restored one holds only entries that pass the validation
@@ -100,16 +115,21 @@ func FuzzRestore(f *testing.F) {
 		{NodeId: "appliance-6", Address: "10.0.0.2:7390", PublicKey: fuzzKey},
 	}})
 	f.Add(withKeys)
+	f.Add(withExternal(f, fuzzSnapshot(f, 7, "appliance-2", &statev1.SiteState{}), 9))
+	f.Add(withExternal(f, fuzzSnapshot(f, 7, "appliance-2", &statev1.SiteState{}), 2)) // lowers it: refused
 	f.Fuzz(func(t *testing.T, data []byte) {
 		fm, st := fuzzFSM(t)
 		before, _ := st.MarshalState()
 		keysBefore := keysOf(t, fm)
 		if err := fm.Restore(io.NopCloser(bytes.NewReader(data))); err != nil {
 			after, _ := st.MarshalState()
-			if e, h := fm.current(); !bytes.Equal(before, after) || e != 3 || h != "appliance-1" || !bytes.Equal(keysBefore, keysOf(t, fm)) {
-				t.Fatalf("a refused snapshot (%v) changed the state or the epoch", err)
+			if e, h := fm.current(); !bytes.Equal(before, after) || e != 3 || h != "appliance-1" || fm.externalEpoch() != 4 || !bytes.Equal(keysBefore, keysOf(t, fm)) {
+				t.Fatalf("a refused snapshot (%v) changed the state or an epoch", err)
 			}
 			return
+		}
+		if ext := fm.externalEpoch(); ext < 4 {
+			t.Fatalf("a restored snapshot lowered the external epoch from 4 to %d", ext)
 		}
 		for _, se := range st.List("") {
 			if err := site.ValidateStoredEntry(se); err != nil {
@@ -132,7 +152,7 @@ func FuzzRestore(f *testing.F) {
 		b, _ := st2.MarshalState()
 		e1, h1 := fm.current()
 		e2, h2 := again.current()
-		if !bytes.Equal(a, b) || e1 != e2 || h1 != h2 || !bytes.Equal(keysOf(t, fm), keysOf(t, again)) {
+		if !bytes.Equal(a, b) || e1 != e2 || h1 != h2 || !bytes.Equal(keysOf(t, fm), keysOf(t, again)) || fm.externalEpoch() != again.externalEpoch() {
 			t.Fatal("a snapshot of a restored state restores differently")
 		}
 	})
@@ -196,6 +216,43 @@ func FuzzMemberKeyApply(f *testing.F) {
 		}
 		if _, err := checkMemberKey(&statev1.MemberKey{NodeId: id, Address: addr, PublicKey: key}); err != nil {
 			t.Fatalf("applied a key the rules refuse: %v", err)
+		}
+	})
+}
+
+// FuzzApplyEntry applies arbitrary bytes as a committed log entry. It must
+// never panic, and neither epoch ever goes down: the lease epoch moves only
+// by one, to a valid holder; the external epoch only up.
+func FuzzApplyEntry(f *testing.F) {
+	for _, e := range []*statev1.LogEntry{
+		{Kind: &statev1.LogEntry_ExternalEpoch{ExternalEpoch: &statev1.ExternalEpoch{Epoch: 9}}},
+		{Kind: &statev1.LogEntry_ExternalEpoch{ExternalEpoch: &statev1.ExternalEpoch{Epoch: 1}}},
+		{Kind: &statev1.LogEntry_ExternalEpoch{ExternalEpoch: &statev1.ExternalEpoch{}}},
+		{Kind: &statev1.LogEntry_LeaseEpoch{LeaseEpoch: &statev1.LeaseEpoch{Epoch: 4, Holder: "appliance-2"}}},
+		{Kind: &statev1.LogEntry_LeaseEpoch{LeaseEpoch: &statev1.LeaseEpoch{Epoch: 4, Holder: "bad holder"}}},
+	} {
+		data, err := proto.Marshal(e)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(data)
+	}
+	f.Add([]byte{0x22, 0x02, 0x08})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		fm, _ := fuzzFSM(t)
+		fm.Apply(&raft.Log{Index: 1, Type: raft.LogCommand, Data: data})
+		e, h := fm.current()
+		switch {
+		case e != 3 && e != 4:
+			t.Fatalf("lease epoch 3 became %d", e)
+		case e == 4 && checkHolder(h) != nil:
+			t.Fatalf("epoch 4 taken by holder %q", h)
+		case fm.externalEpoch() < 4:
+			t.Fatalf("external epoch 4 went down to %d", fm.externalEpoch())
+		}
+		var le statev1.LogEntry
+		if ext := fm.externalEpoch(); ext != 4 && (proto.Unmarshal(data, &le) != nil || le.GetExternalEpoch().GetEpoch() != ext) {
+			t.Fatalf("external epoch became %d, which the entry does not hold", ext)
 		}
 	})
 }

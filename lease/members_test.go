@@ -16,7 +16,7 @@ import (
 // TestMembershipThroughFollower: members, their published keys, and a
 // voter removed and added again through a follower.
 func TestMembershipThroughFollower(t *testing.T) {
-	ms := startCluster(t, 3)
+	ms := startMembers(t, 3)
 	leader, followers := leaderOf(t, ms)
 	for _, m := range ms {
 		waitFor(t, func() bool { return len(m.node.Keys()) == 3 })

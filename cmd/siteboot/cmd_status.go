@@ -40,6 +40,9 @@ func printStatus(w io.Writer, st *sitebootv1.GetStatusResponse) error {
 	}
 	t.row("lease", fmt.Sprintf("active=%t epoch=%d ttl=%s mode=%s", lease.GetActive(), lease.GetEpoch(),
 		time.Duration(lease.GetTtlMs())*time.Millisecond, st.GetLeaseMode()))
+	if ls := st.GetLeaseStatus(); ls != nil && !ls.GetActive() {
+		t.row("fenced", ls.GetFencedReason())
+	}
 	t.row("raft", fmt.Sprintf("%s applied=%d", st.GetRaftState(), st.GetAppliedIndex()))
 	if st.GetReady() {
 		t.row("entries", fmt.Sprintf("%d (%d live) for %d nodes", st.GetEntries(), st.GetLiveEntries(), st.GetNodes()))

@@ -57,6 +57,7 @@ running appliance (--socket, or SITEBOOT_SOCKET).`,
 		newSiteCmd(cl),
 		newAssertionCmd(cl),
 		newClusterCmd(cl),
+		newLeaseCmd(cl),
 		newVersionCmd(cl),
 	)
 	return root
