@@ -130,7 +130,7 @@ func (d *loopDisk) freeze(limit time.Duration) error {
 	if d.frozen {
 		return nil
 	}
-	guard := exec.Command("sh", "-c", `sleep "$0"; fsfreeze -u "$1"`, fmt.Sprint(int((limit+10*time.Second).Seconds())), d.mnt)
+	guard := exec.Command("sh", "-c", `sleep "$0"; fsfreeze -u "$1"`, fmt.Sprint(int((limit + 10*time.Second).Seconds())), d.mnt)
 	guard.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := guard.Start(); err != nil {
 		return fmt.Errorf("freeze guard: %w", err)

@@ -16,8 +16,8 @@ import (
 	"time"
 
 	"github.com/insomniacslk/dhcp/dhcpv4"
-	sitev1 "github.com/siteboot/siteboot/gen/bettercompute/site/v1"
 	"github.com/siteboot/siteboot/discovery"
+	sitev1 "github.com/siteboot/siteboot/gen/bettercompute/site/v1"
 	"github.com/siteboot/siteboot/internal/netlab"
 	"golang.org/x/sys/unix"
 	"google.golang.org/protobuf/proto"
