@@ -2,7 +2,10 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net"
+	"syscall"
 	"time"
 )
 
@@ -44,7 +47,40 @@ func (l *leaseLab) partition(n *leaseNode, dir string) error {
 			}
 		}
 	}
-	return nil
+	return l.checkCut(ctx, n, true)
+}
+
+// checkCut dials a peer's raft port from n: it must fail while n is cut
+// off (in either direction a TCP handshake cannot complete) and succeed
+// once healed, so a rule that did not take is noticed.
+func (l *leaseLab) checkCut(ctx context.Context, n *leaseNode, cut bool) error {
+	peer := l.nodes[0]
+	if peer == n {
+		peer = l.nodes[1]
+	}
+	var err error
+	for try := 0; try < 10; try++ {
+		err = n.host.Do(func() error {
+			c, err := (&net.Dialer{Timeout: 300 * time.Millisecond}).DialContext(ctx, "tcp", peer.raft)
+			if err == nil {
+				c.Close()
+			}
+			if errors.Is(err, syscall.ECONNREFUSED) {
+				return nil // a reset came back: packets pass
+			}
+			return err
+		})
+		if cut == (err != nil) {
+			return nil
+		}
+		if !cut { // the peer may be restarting
+			sleep(ctx, 300*time.Millisecond)
+		}
+	}
+	if cut {
+		return fmt.Errorf("%s reaches %s's raft port %s through the partition", n.name, peer.name, peer.raft)
+	}
+	return fmt.Errorf("%s cannot reach %s's raft port %s after the heal: %w", n.name, peer.name, peer.raft, err)
 }
 
 // drop makes from's packets to to's address vanish.
@@ -82,15 +118,23 @@ func (l *leaseLab) heal() error {
 	ctx, cancel := context.WithTimeout(l.lab.Context(), 30*time.Second)
 	defer cancel()
 	l.tcMu.Lock()
-	defer l.tcMu.Unlock()
+	var healed []*leaseNode
 	for n, filters := range l.shaped {
 		if filters == 0 {
 			continue
 		}
 		if out, err := n.host.Run(ctx, "tc", "filter", "del", "dev", "eth0", "parent", "1:", "prio", "1"); err != nil {
+			l.tcMu.Unlock()
 			return fmt.Errorf("tc filter del on %s: %w: %s", n.name, err, out)
 		}
 		l.shaped[n] = 0
+		healed = append(healed, n)
+	}
+	l.tcMu.Unlock()
+	for _, n := range healed {
+		if err := l.checkCut(ctx, n, false); err != nil {
+			return err
+		}
 	}
 	return nil
 }

@@ -386,6 +386,16 @@ func (l *leaseLab) addEntry() {
 	}
 }
 
+// index is n's position in l.nodes.
+func (l *leaseLab) index(n *leaseNode) int {
+	for i, o := range l.nodes {
+		if o == n {
+			return i
+		}
+	}
+	return -1
+}
+
 // node returns the node named name.
 func (l *leaseLab) node(name string) *leaseNode {
 	for _, n := range l.nodes {

@@ -318,15 +318,28 @@ func decodeAssertion(text string) (*sitev1.SignedDiscoveryAssertion, error) {
 }
 
 // waitScript waits until some node served a valid script asked at or
-// after since, and returns it.
+// after since, and returns the first such script.
 func (p *probe) waitScript(ctx context.Context, since time.Time) (answer, error) {
+	return p.wait(ctx, since, false)
+}
+
+// latestScript is waitScript's latest such script.
+func (p *probe) latestScript(ctx context.Context, since time.Time) (answer, error) {
+	return p.wait(ctx, since, true)
+}
+
+func (p *probe) wait(ctx context.Context, since time.Time, latest bool) (answer, error) {
 	for {
-		ans := p.snapshot()
-		for i := len(ans) - 1; i >= 0; i-- {
-			a := ans[i]
+		var found answer
+		for _, a := range p.snapshot() {
 			if a.Kind == kindIPXE && a.Err == "" && !a.Sent.Before(since) {
-				return a, nil
+				if found.Sent.IsZero() || latest {
+					found = a
+				}
 			}
+		}
+		if !found.Sent.IsZero() {
+			return found, nil
 		}
 		select {
 		case <-ctx.Done():
