@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -185,5 +186,27 @@ func TestCheckerBoundsItsReport(t *testing.T) {
 	}
 	if n != maxPerRule+1 {
 		t.Errorf("%d %s lines, want %d (the bound and one summary):\n%s", n, ruleDouble, maxPerRule+1, violationReport(vs))
+	}
+}
+
+// TestCheckerReadsFenceLines: fence events come from the lease's log
+// lines, at valid_until when the line carries an earlier one (a node
+// resumed after SIGSTOP logs late); lines without an epoch and other lease
+// lines are not fences.
+func TestCheckerReadsFenceLines(t *testing.T) {
+	log := strings.Join([]string{
+		`{"time":"2026-12-01T12:00:02.100Z","level":"WARN","msg":"lease: raft leadership lost; gate closed","epoch":3}`,
+		`{"time":"2026-12-01T12:00:09.000Z","level":"WARN","msg":"lease: window ran out; fenced","epoch":4,"valid_until":"2026-12-01T12:00:05.500Z"}`,
+		`{"time":"2026-12-01T12:00:10.000Z","level":"INFO","msg":"lease: not the holder; fenced","epoch":0}`,
+		`{"time":"2026-12-01T12:00:11.000Z","level":"INFO","msg":"lease: epoch taken; gate open","epoch":5}`,
+		`not json`,
+	}, "\n")
+	got := fenceEvents("a", parseLog(log))
+	want := []fenceEvent{
+		{Node: "a", Epoch: 3, At: ms(2100)},
+		{Node: "a", Epoch: 4, At: ms(5500)},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("fence events (-want +got):\n%s", diff)
 	}
 }

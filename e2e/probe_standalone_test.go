@@ -18,10 +18,15 @@ import (
 func TestProbeCatchesStandaloneDoubleAnswers(t *testing.T) {
 	netlab.Require(t)
 	l := newLeaseLab(t, leaseLabConfig{TTL: leaseTTL})
-	p := l.startProbe()
-	start := time.Now()
 	ctx, cancel := context.WithTimeout(l.lab.Context(), 30*time.Second)
 	defer cancel()
+	for _, n := range l.nodes {
+		if err := n.waitEntry(ctx, l.mac, 5*time.Second); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p := l.startProbe()
+	start := time.Now()
 	if _, err := p.waitScript(ctx, start); err != nil {
 		t.Fatal(err)
 	}
