@@ -351,12 +351,15 @@ func (r *faultRun) input() checkInput {
 	return checkInput{Answers: r.p.snapshot(), Fences: fences, Faults: r.faults, ResumeBound: r.bound, Slack: 3 * probePeriod}
 }
 
-// fenceMessages are the lease's log lines for a gate that closed.
-// MERGE: grep lease/ for the fence helper's watchdog message ("fenced"
-// at valid_until) and list it here; lines starting "lease:" that say
-// "fenced" are taken too.
+// fenceMessages are the lease's log lines for a gate that closed: today's
+// (leadership lost) and the fence watchdog's; any other line starting
+// "lease:" that says "fenced" counts too. The watchdog's line carries
+// valid_until, the moment the gate really closed.
 var fenceMessages = []string{
 	"lease: raft leadership lost; gate closed",
+	"lease: fenced: the window ran out without a renewal; the gate is closed",
+	"lease: fenced: the window had run out before this renewal (was the process paused?)",
+	"lease: fenced: the gate is closed",
 }
 
 // fenceEvents reads a node's fence lines: their epoch, and valid_until
