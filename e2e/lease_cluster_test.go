@@ -52,10 +52,11 @@ func TestLeaseClusterBasics(t *testing.T) {
 	if err := holder.kill9(); err != nil {
 		t.Fatal(err)
 	}
+	dead := time.Now() // scripts asked before this may have been answered before the signal
 	var next answer
 	for next.Responder == "" || next.Responder == holder.name {
 		wctx, cancel := context.WithTimeout(ctx, time.Until(kill.Add(bound)))
-		next, err = p.waitScript(wctx, kill)
+		next, err = p.waitScript(wctx, dead)
 		cancel()
 		if err != nil {
 			t.Fatalf("no other node answered within %v of kill -9 of %s: %v", bound, holder.name, err)

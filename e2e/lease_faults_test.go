@@ -215,7 +215,8 @@ func (r *faultRun) killHolder(ctx context.Context, h *leaseNode) (faultWindow, e
 	if err := h.kill9(); err != nil {
 		return w, err
 	}
-	err := r.awaitTakeover(ctx, h, start)
+	w.ResumeFrom = time.Now() // it may have answered until the signal landed
+	err := r.awaitTakeover(ctx, h, w.ResumeFrom)
 	w.End = time.Now()
 	return w, err // repair restarts it
 }
@@ -226,8 +227,9 @@ func (r *faultRun) stopHolder(ctx context.Context, h *leaseNode) (faultWindow, e
 	if err := h.pause(true); err != nil {
 		return w, err
 	}
+	w.ResumeFrom = time.Now()
 	sleep(ctx, 2*r.l.cfg.TTL)
-	err := r.awaitTakeover(ctx, h, start)
+	err := r.awaitTakeover(ctx, h, w.ResumeFrom)
 	if cerr := h.pause(false); err == nil {
 		err = cerr
 	}
@@ -245,7 +247,8 @@ func partitionFault(dir string) func(*faultRun, context.Context, *leaseNode) (fa
 		if err := r.l.partition(h, dir); err != nil {
 			return w, err
 		}
-		err := r.awaitTakeover(ctx, h, start)
+		w.ResumeFrom = time.Now()
+		err := r.awaitTakeover(ctx, h, w.ResumeFrom)
 		if !r.takeover {
 			sleep(ctx, 2*r.l.cfg.TTL)
 		}
@@ -267,11 +270,12 @@ func (r *faultRun) restartFollowerPartitioned(ctx context.Context, h *leaseNode)
 	if err := r.l.partition(h, cutBoth); err != nil {
 		return w, err
 	}
+	w.ResumeFrom = time.Now()
 	r.t.Logf("  restarting follower %s", f.name)
 	if err := f.restart(); err != nil {
 		return w, err
 	}
-	err := r.awaitTakeover(ctx, h, start)
+	err := r.awaitTakeover(ctx, h, w.ResumeFrom)
 	w.End = time.Now()
 	return w, err
 }
