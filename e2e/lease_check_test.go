@@ -42,13 +42,18 @@ func (a answer) String() string {
 	return s
 }
 
-// fenceEvent is a node closing its gate for an epoch, as its log says.
+// fenceEvent is a node closing its gate, as its log says, until it opens
+// it again: a holder whose window ran out while it stayed raft leader
+// (its disk stalled, say) reopens under the same epoch once a renewal
+// succeeds, which is safe: nobody else can have led meanwhile.
 type fenceEvent struct {
 	Node  string
 	Epoch uint64
 	// At is when the gate closed: the valid_until the node logged, else
 	// the time of the log line.
 	At time.Time
+	// Until is the node's next "gate open" line; zero if none followed.
+	Until time.Time
 }
 
 // faultWindow is one injected fault: service must be back within the
@@ -67,9 +72,8 @@ type checkInput struct {
 	// ResumeBound is how long after ResumeFrom the probe must again get a
 	// script (2×ttl + margin + a few seconds).
 	ResumeBound time.Duration
-	// Slack is how much earlier than a node's first script of a new epoch
-	// an offer of its may come (the probe's period, about): its DHCP and
-	// /ipxe loops do not run in lockstep.
+	// Slack is how long before its "gate open" line a node may already
+	// answer (it logs right after opening).
 	Slack time.Duration
 }
 
@@ -258,54 +262,75 @@ func epochOrder(ans []answer) (down, reused []string) {
 	return down, reused
 }
 
-// afterFence: once a node fenced epoch e at time At it signs nothing of
-// epoch ≤ e issued after At, sends no script of it asked after At, and
-// makes no offer asked after At until it holds a newer epoch (its first
-// script of one, less slack: offers carry no epoch).
+// afterFence: between closing its gate (At) and opening it again (Until)
+// a node answers nothing asked in that time and signs nothing.
 func afterFence(ans []answer, fences []fenceEvent, slack time.Duration) []string {
 	var out []string
 	for _, f := range fences {
-		reacquired := time.Time{}
-		for _, a := range ans {
-			if a.Responder == f.Node && a.Kind == kindIPXE && a.Epoch > f.Epoch && a.Sent.After(f.At) &&
-				(reacquired.IsZero() || a.Sent.Before(reacquired)) {
-				reacquired = a.Sent
-			}
+		closed := func(t time.Time) bool {
+			return t.After(f.At) && (f.Until.IsZero() || t.Before(f.Until.Add(-slack)))
 		}
 		for _, a := range ans {
-			if a.Responder != f.Node || !a.Sent.After(f.At) {
+			if a.Responder != f.Node {
 				continue
 			}
+			what := ""
 			switch {
-			case a.Kind == kindIPXE && a.Epoch <= f.Epoch:
-				out = append(out, fmt.Sprintf("%s: %s fenced epoch %d at %s", a, f.Node, f.Epoch, f.At.Format("15:04:05.000")))
-			case a.Kind == kindDHCP && (reacquired.IsZero() || a.Received.Before(reacquired.Add(-slack))):
-				out = append(out, fmt.Sprintf("%s: %s fenced epoch %d at %s and held no newer one", a, f.Node, f.Epoch, f.At.Format("15:04:05.000")))
+			case closed(a.Sent) && closed(a.Received):
+				what = "answered"
+			case a.Kind == kindIPXE && closed(a.IssuedAt):
+				what = "signed"
+			default:
+				continue
 			}
-		}
-		for _, a := range ans {
-			if a.Responder == f.Node && a.Kind == kindIPXE && a.Epoch <= f.Epoch && a.IssuedAt.After(f.At) && !a.Sent.After(f.At) {
-				out = append(out, fmt.Sprintf("%s: signed after %s fenced epoch %d at %s", a, f.Node, f.Epoch, f.At.Format("15:04:05.000")))
+			reopened := "never reopened"
+			if !f.Until.IsZero() {
+				reopened = "reopened " + f.Until.Format("15:04:05.000")
 			}
+			out = append(out, fmt.Sprintf("%s: %s while fenced (epoch %d at %s, %s)", a, what, f.Epoch, f.At.Format("15:04:05.000"), reopened))
 		}
 	}
 	return out
 }
 
-// noResume: after each fault a script comes within bound of ResumeFrom.
+// noResume: from the last script before each fault to bound after its
+// end, scripts never stop for longer than bound.
 func noResume(ans []answer, faults []faultWindow, bound time.Duration) []string {
+	var scripts []time.Time
+	for _, a := range ans {
+		if a.Kind == kindIPXE {
+			scripts = append(scripts, a.Sent)
+		}
+	}
+	sort.Slice(scripts, func(i, j int) bool { return scripts[i].Before(scripts[j]) })
 	var out []string
 	for _, f := range faults {
-		ok := false
-		for _, a := range ans {
-			if a.Kind == kindIPXE && !a.Sent.Before(f.ResumeFrom) && !a.Received.After(f.ResumeFrom.Add(bound)) {
-				ok = true
+		end := f.End.Add(bound)
+		prev := f.Start
+		for _, s := range scripts {
+			if s.Before(f.Start) {
+				prev = s
+			}
+		}
+		worst, at := time.Duration(0), prev
+		for _, s := range append(scripts, end) {
+			if !s.After(prev) {
+				continue
+			}
+			if s.After(end) {
+				s = end
+			}
+			if gap := s.Sub(prev); gap > worst {
+				worst, at = gap, prev
+			}
+			prev = s
+			if !s.Before(end) {
 				break
 			}
 		}
-		if !ok {
-			out = append(out, fmt.Sprintf("%s (%s–%s): no script within %v of %s", f.Name,
-				f.Start.Format("15:04:05.000"), f.End.Format("15:04:05.000"), bound, f.ResumeFrom.Format("15:04:05.000")))
+		if worst > bound {
+			out = append(out, fmt.Sprintf("%s (%s–%s): no script for %v after %s, over %v", f.Name,
+				f.Start.Format("15:04:05.000"), f.End.Format("15:04:05.000"), worst.Round(time.Millisecond), at.Format("15:04:05.000"), bound))
 		}
 	}
 	return out

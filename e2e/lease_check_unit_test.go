@@ -50,9 +50,8 @@ func TestCheckerRules(t *testing.T) {
 			in: checkInput{
 				Answers: concat(serve("a", 1, 0, 2000), serve("b", 2, 3500, 5000),
 					[]answer{{Kind: kindDHCP, Sent: ms(6450), Received: ms(6455), Responder: "a"}}, serve("a", 3, 6500, 8000)),
-				Fences: []fenceEvent{{Node: "a", Epoch: 1, At: ms(2050)}, {Node: "b", Epoch: 2, At: ms(5050)}},
+				Fences: []fenceEvent{{Node: "a", Epoch: 1, At: ms(2050), Until: ms(6440)}, {Node: "b", Epoch: 2, At: ms(5050)}},
 				Faults: kill,
-				Slack:  200 * time.Millisecond,
 			},
 		},
 		{
@@ -104,17 +103,34 @@ func TestCheckerRules(t *testing.T) {
 			in: checkInput{
 				Answers: concat(serve("a", 1, 0, 1000), []answer{{Kind: kindDHCP, Sent: ms(2500), Received: ms(2505), Responder: "a"}}),
 				Fences:  []fenceEvent{{Node: "a", Epoch: 1, At: ms(1100)}},
-				Slack:   200 * time.Millisecond,
+				Slack:   20 * time.Millisecond,
 			},
 			want: []string{ruleFenced},
 		},
 		{
-			name: "offer long before the node's next epoch",
+			name: "offer long before the node opened again",
 			in: checkInput{
 				Answers: concat(serve("a", 1, 0, 1000), []answer{{Kind: kindDHCP, Sent: ms(2500), Received: ms(2505), Responder: "a"}},
 					serve("a", 2, 4000, 5000)),
-				Fences: []fenceEvent{{Node: "a", Epoch: 1, At: ms(1100)}},
-				Slack:  200 * time.Millisecond,
+				Fences: []fenceEvent{{Node: "a", Epoch: 1, At: ms(1100), Until: ms(3990)}},
+				Slack:  20 * time.Millisecond,
+			},
+			want: []string{ruleFenced},
+		},
+		{
+			name: "same epoch reopened after a lapse",
+			in: checkInput{
+				Answers: concat(serve("a", 1, 0, 1000), serve("a", 1, 3000, 4000)),
+				Fences:  []fenceEvent{{Node: "a", Epoch: 1, At: ms(1100), Until: ms(2990)}},
+				Slack:   20 * time.Millisecond,
+			},
+		},
+		{
+			name: "script while lapsed",
+			in: checkInput{
+				Answers: concat(serve("a", 1, 0, 1000), serve("a", 1, 2000, 2100), serve("a", 1, 3000, 4000)),
+				Fences:  []fenceEvent{{Node: "a", Epoch: 1, At: ms(1100), Until: ms(2990)}},
+				Slack:   20 * time.Millisecond,
 			},
 			want: []string{ruleFenced},
 		},
@@ -191,11 +207,12 @@ func TestCheckerBoundsItsReport(t *testing.T) {
 
 // TestCheckerReadsFenceLines: fence events come from the lease's log
 // lines, at valid_until when the line carries an earlier one (a node
-// resumed after SIGSTOP logs late); lines without an epoch and other lease
-// lines are not fences.
+// resumed after SIGSTOP logs late), and last until the next gate-open
+// line; lines without an epoch and other lease lines are not fences.
 func TestCheckerReadsFenceLines(t *testing.T) {
 	log := strings.Join([]string{
 		`{"time":"2026-12-01T12:00:02.100Z","level":"WARN","msg":"lease: raft leadership lost; gate closed","epoch":3}`,
+		`{"time":"2026-12-01T12:00:03.000Z","level":"INFO","msg":"lease: gate open","epoch":4,"valid_until":"2026-12-01T12:00:05.000Z"}`,
 		`{"time":"2026-12-01T12:00:09.000Z","level":"WARN","msg":"lease: window ran out; fenced","epoch":4,"valid_until":"2026-12-01T12:00:05.500Z"}`,
 		`{"time":"2026-12-01T12:00:10.000Z","level":"INFO","msg":"lease: not the holder; fenced","epoch":0}`,
 		`{"time":"2026-12-01T12:00:11.000Z","level":"INFO","msg":"lease: epoch taken; gate open","epoch":5}`,
@@ -203,8 +220,8 @@ func TestCheckerReadsFenceLines(t *testing.T) {
 	}, "\n")
 	got := fenceEvents("a", parseLog(log))
 	want := []fenceEvent{
-		{Node: "a", Epoch: 3, At: ms(2100)},
-		{Node: "a", Epoch: 4, At: ms(5500)},
+		{Node: "a", Epoch: 3, At: ms(2100), Until: ms(3000)},
+		{Node: "a", Epoch: 4, At: ms(5500), Until: ms(11000)},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("fence events (-want +got):\n%s", diff)

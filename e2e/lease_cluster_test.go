@@ -76,7 +76,7 @@ func TestLeaseClusterBasics(t *testing.T) {
 	for _, n := range l.nodes {
 		fences = append(fences, fenceEvents(n.name, n.logs())...)
 	}
-	in := checkInput{Answers: p.snapshot(), Fences: fences, ResumeBound: bound, Slack: 3 * probePeriod,
+	in := checkInput{Answers: p.snapshot(), Fences: fences, ResumeBound: bound, Slack: openSlack,
 		Faults: []faultWindow{{Name: "kill -9 " + holder.name, Start: kill, End: kill, ResumeFrom: kill}}}
 	if vs := checkLease(in); len(vs) > 0 {
 		dir := keepLabLogs(t, l, p)

@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -166,11 +167,12 @@ func (r *faultRun) inject(ctx context.Context, i int) error {
 	}
 	wctx, cancel := context.WithTimeout(ctx, r.bound)
 	defer cancel()
-	a, err := r.p.waitScript(wctx, w.ResumeFrom)
+	a, err := r.p.waitScript(wctx, time.Now())
 	if err != nil {
-		return fmt.Errorf("%s: service did not resume: %w", w.Name, err)
+		return fmt.Errorf("%s: service did not resume after it: %w", w.Name, err)
 	}
-	r.t.Logf("  resumed %v after it: %s", a.Received.Sub(w.ResumeFrom).Round(10*time.Millisecond), a)
+	r.t.Logf("  longest pause in scripts from the fault on: %v; now served by %s (epoch %d)",
+		r.p.longestGap(w.Start).Round(10*time.Millisecond), a.Responder, a.Epoch)
 	return nil
 }
 
@@ -352,8 +354,12 @@ func (r *faultRun) input() checkInput {
 	for _, n := range r.l.nodes {
 		fences = append(fences, fenceEvents(n.name, n.logs())...)
 	}
-	return checkInput{Answers: r.p.snapshot(), Fences: fences, Faults: r.faults, ResumeBound: r.bound, Slack: 3 * probePeriod}
+	return checkInput{Answers: r.p.snapshot(), Fences: fences, Faults: r.faults, ResumeBound: r.bound, Slack: openSlack}
 }
+
+// openSlack is how long before its gate-open line a node may answer: it
+// logs right after opening.
+const openSlack = 50 * time.Millisecond
 
 // fenceMessages are the lease's log lines for a gate that closed: today's
 // (leadership lost) and the fence watchdog's; any other line starting
@@ -366,17 +372,26 @@ var fenceMessages = []string{
 	"lease: fenced: the gate is closed",
 }
 
-// fenceEvents reads a node's fence lines: their epoch, and valid_until
-// when logged (else the line's time).
+// openMessages are the lease's log lines for a gate that opened (today's
+// standalone line and the fence watchdog's).
+var openMessages = []string{"lease: gate open", "lease: epoch taken; gate open"}
+
+// fenceEvents reads a node's fence lines, in the order logged: their
+// epoch, when the gate closed (valid_until when logged, else the line's
+// time) and the next gate-open line after it.
 func fenceEvents(node string, lines []logLine) []fenceEvent {
 	var out []fenceEvent
+	open := 0 // out[open:] have not reopened yet
 	for _, l := range lines {
 		msg := l.str("msg")
-		known := false
-		for _, m := range fenceMessages {
-			known = known || msg == m
+		if slices.Contains(openMessages, msg) {
+			for i := open; i < len(out); i++ {
+				out[i].Until = l.at()
+			}
+			open = len(out)
+			continue
 		}
-		if !known && !(strings.HasPrefix(msg, "lease:") && strings.Contains(msg, "fenced")) {
+		if !slices.Contains(fenceMessages, msg) && !(strings.HasPrefix(msg, "lease:") && strings.Contains(msg, "fenced")) {
 			continue
 		}
 		epoch, _ := strconv.ParseUint(l.str("epoch"), 10, 64)

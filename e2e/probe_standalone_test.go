@@ -50,7 +50,7 @@ func TestProbeCatchesStandaloneDoubleAnswers(t *testing.T) {
 	if diff := cmp.Diff(want, seen); diff != "" {
 		t.Errorf("responders by kind (-want +got):\n%s\nunanswered: %s", diff, p.missReport())
 	}
-	vs := checkLease(checkInput{Answers: ans, ResumeBound: resumeBound(l.cfg), Slack: 3 * probePeriod})
+	vs := checkLease(checkInput{Answers: ans, ResumeBound: resumeBound(l.cfg), Slack: openSlack})
 	var rules []string
 	for _, v := range vs {
 		if !slices.Contains(rules, v.Rule) {

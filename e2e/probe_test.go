@@ -359,3 +359,23 @@ func (p *probe) responders(since time.Time) map[string]int {
 	}
 	return out
 }
+
+// longestGap is the longest time between two valid scripts asked at or
+// after since (and from the last one before since).
+func (p *probe) longestGap(since time.Time) time.Duration {
+	var sent []time.Time
+	for _, a := range p.snapshot() {
+		if a.Kind == kindIPXE && a.Err == "" {
+			sent = append(sent, a.Sent)
+		}
+	}
+	sort.Slice(sent, func(i, j int) bool { return sent[i].Before(sent[j]) })
+	var worst time.Duration
+	for i := 1; i < len(sent); i++ {
+		if sent[i].Before(since) {
+			continue
+		}
+		worst = max(worst, sent[i].Sub(sent[i-1]))
+	}
+	return worst
+}
