@@ -50,7 +50,7 @@ func requireCluster(t *testing.T) {
 // never two answerers at once, epochs never decrease, nothing answered or
 // signed by a node after it fenced itself, service back after each fault.
 func TestLeaseFaults(t *testing.T) {
-	netlab.Require(t)
+	netlab.Require(t, netlab.Needs{Binaries: []string{"tc"}})
 	dev := os.Getenv(faultDevEnv) == "standalone"
 	if !dev {
 		requireCluster(t)
