@@ -30,5 +30,6 @@ func leaseStatusAPI(st lease.Status) *sitebootv1.LeaseStatus {
 		Mode: string(st.Mode), Active: st.Active, Epoch: st.Epoch, TtlMs: uint32(st.TTL.Milliseconds()),
 		Holder: st.Holder, ValidUntil: timestamp(st.ValidUntil), FencedReason: st.FencedReason,
 		RaftState: st.RaftState, AppliedIndex: st.AppliedIndex, Leader: st.Leader, FenceEvents: st.FenceEvents,
+		Members: membersAPI(st.Members),
 	}
 }

@@ -33,6 +33,8 @@ type Status struct {
 	// FenceEvents counts the times the gate closed on its own (window
 	// expired, leadership lost, pushed inactive).
 	FenceEvents uint64
+	// Members are the site's raft voters (Members).
+	Members []Member
 }
 
 // Status reports the boot lease as this node sees it.
@@ -43,7 +45,7 @@ func (n *Node) Status() Status {
 	_, open := n.Gate()
 	addr, _ := n.raft.LeaderWithID()
 	st := Status{Mode: n.cfg.Mode, Active: open, TTL: n.cfg.TTL, RaftState: n.raft.State().String(),
-		AppliedIndex: n.AppliedIndex(), Leader: string(addr), FenceEvents: events}
+		AppliedIndex: n.AppliedIndex(), Leader: string(addr), FenceEvents: events, Members: n.Members()}
 	if n.cfg.Mode == External {
 		st.Epoch = n.fsm.externalEpoch()
 		if w.ttl > 0 {

@@ -21,6 +21,11 @@ type leaseJSON struct {
 	FencedReason string `json:"fencedReason"`
 	RaftState    string `json:"raftState"`
 	FenceEvents  string `json:"fenceEvents"`
+	Members      []struct {
+		NodeID string `json:"nodeId"`
+		KeyID  string `json:"keyId"`
+		Leader bool   `json:"leader"`
+	} `json:"members"`
 }
 
 func leaseStatusJSON(t *testing.T, sock string) leaseJSON {
@@ -54,6 +59,18 @@ func TestLeaseStatusStandalone(t *testing.T) {
 	if got.Mode != "standalone" || !got.Active || got.Epoch != "1" || got.TTLMs != 10000 || got.Holder != "appliance-test" ||
 		err != nil || !vu.After(time.Now()) || vu.After(time.Now().Add(10*time.Second)) || got.FencedReason != "" {
 		t.Fatalf("lease status -o json = %+v (valid_until %v)", got, err)
+	}
+	// The single voter lists itself, with the key it published (which takes
+	// a moment after the lease).
+	for end := time.Now().Add(5 * time.Second); len(got.Members) != 1 || got.Members[0].NodeID != "appliance-test" || got.Members[0].KeyID == ""; {
+		if time.Now().After(end) {
+			t.Fatalf("lease status members = %+v, want appliance-test with its key id", got.Members)
+		}
+		time.Sleep(50 * time.Millisecond)
+		got = leaseStatusJSON(t, sock)
+	}
+	if !got.Members[0].Leader {
+		t.Errorf("the single voter is not shown as leader: %+v", got.Members)
 	}
 	_, _, err = cli(t, sock, "lease", "set", "--epoch", "5", "--ttl", "10s")
 	if line := errorLine(err); err == nil || !strings.Contains(line, "lease.mode is not external (FailedPrecondition)") {
