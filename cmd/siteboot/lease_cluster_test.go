@@ -95,7 +95,13 @@ func TestLeaseClusterOfThreeAppliances(t *testing.T) {
 // returns it.
 func waitHolder(t *testing.T, apps []*testAppliance, skip int) int {
 	t.Helper()
-	for end := time.Now().Add(20 * time.Second); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
+	return waitHolderWithin(t, apps, skip, 20*time.Second)
+}
+
+// waitHolderWithin is waitHolder waiting up to d.
+func waitHolderWithin(t *testing.T, apps []*testAppliance, skip int, d time.Duration) int {
+	t.Helper()
+	for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
 		var active []int
 		for i, a := range apps {
 			if i == skip {
@@ -112,6 +118,6 @@ func waitHolder(t *testing.T, apps []*testAppliance, skip int) int {
 			return active[0]
 		}
 	}
-	t.Fatal("no appliance took the lease within 20s")
+	t.Fatalf("no appliance took the lease within %v", d)
 	return -1
 }
