@@ -238,6 +238,7 @@ func (l *leaseLab) checkAssertionCLI(ctx context.Context, t *testing.T, holder *
 				epoch+1, epoch, err, discovery.ReasonStaleEpoch, out, stderr)
 		}
 	}
+	t.Logf("assertion verify --keys: %s's assertion verified with %s's and %s's /v1/keys; a higher --min-epoch refused", holder.name, holder.name, follower.name)
 	// One changed character, in the signed body and at the signature's end.
 	for _, i := range []int{len(text) / 3, len(text) - 2} {
 		changed := []byte(text)
