@@ -334,11 +334,11 @@ func (r *faultRun) input() checkInput {
 const openSlack = 50 * time.Millisecond
 
 // fenceMessages are the lease's log lines for an open gate that closed
-// (lease/fence.go): the watchdog's at the end of the window, which
-// carries valid_until, the moment the gate really closed; a renewal that
-// found the window already over (a resumed process); and a fence for a
-// reason (leadership lost, pushed inactive). TestFenceMessagesAreTheLeases
-// holds these to the lease package's source.
+// (lease/fence.go): the watchdog's at the end of the window; a renewal
+// that found the window already over (a resumed process); and a fence for
+// a reason (leadership lost, pushed inactive). A line logged after the
+// window ended carries valid_until, when the gate really closed.
+// TestFenceMessagesAreTheLeases holds these to the lease package's source.
 var fenceMessages = []string{
 	"lease: fenced: the window ran out without a renewal; the gate is closed",
 	"lease: fenced: the window had run out before this renewal (was the process paused?)",
