@@ -26,6 +26,19 @@
 //     verified by the image cache) is read by iPXE with HEAD and 206 range
 //     GETs from /cache/<sha256>, and the ISO's iPXE then starts and DHCPs.
 //
+// The lease tests run three appliances as one raft cluster (lease.mode
+// cluster, raft certificates made with `siteboot cluster init-ca` and
+// `issue-cert`) and a probe host that sends a PXE DISCOVER and asks every
+// appliance for /ipxe every 100 ms, verifying each assertion against the
+// answering appliance's /v1/keys and node key. TestLeaseFaults injects 20
+// random faults (kill -9, SIGSTOP, partitions both ways and one way, a
+// follower restarted during a partition, a frozen data disk) and a checker
+// asserts: never two answerers at once, epochs never decrease or repeat
+// across nodes, nothing answered or signed by a fenced node, service back
+// after each fault. SITEBOOT_FAULT_SEED replays a run (the seed is
+// logged), SITEBOOT_FAULT_COUNT changes the count. TestBenchFailover (only
+// with SITEBOOT_BENCH_FAILOVER=1) times failovers at lease.ttl 5s.
+//
 // The tests need root, QEMU, OVMF, Debian's ipxe package and dnsmasq; they
 // skip without them (and fail instead when SITEBOOT_E2E=require), and they
 // skip under -short. VMs run one at a time.

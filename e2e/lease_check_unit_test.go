@@ -1,7 +1,13 @@
 package e2e
 
 import (
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"log/slog"
+	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -206,24 +212,142 @@ func TestCheckerBoundsItsReport(t *testing.T) {
 }
 
 // TestCheckerReadsFenceLines: fence events come from the lease's log
-// lines, at valid_until when the line carries an earlier one (a node
-// resumed after SIGSTOP logs late), and last until the next gate-open
-// line; lines without an epoch and other lease lines are not fences.
+// lines, as slog's JSON handler writes them, at valid_until when the line
+// carries an earlier one (a node resumed after SIGSTOP logs late), and last
+// until the next gate-open line; lines without an epoch and other lease
+// lines are not fences. The messages are the lease package's own, spelled
+// out here: TestFenceMessagesAreTheLeases fails when lease/ renames them.
 func TestCheckerReadsFenceLines(t *testing.T) {
-	log := strings.Join([]string{
-		`{"time":"2026-12-01T12:00:02.100Z","level":"WARN","msg":"lease: raft leadership lost; gate closed","epoch":3}`,
-		`{"time":"2026-12-01T12:00:03.000Z","level":"INFO","msg":"lease: gate open","epoch":4,"valid_until":"2026-12-01T12:00:05.000Z"}`,
-		`{"time":"2026-12-01T12:00:09.000Z","level":"WARN","msg":"lease: window ran out; fenced","epoch":4,"valid_until":"2026-12-01T12:00:05.500Z"}`,
-		`{"time":"2026-12-01T12:00:10.000Z","level":"INFO","msg":"lease: not the holder; fenced","epoch":0}`,
-		`{"time":"2026-12-01T12:00:11.000Z","level":"INFO","msg":"lease: epoch taken; gate open","epoch":5}`,
-		`not json`,
-	}, "\n")
-	got := fenceEvents("a", parseLog(log))
+	var buf strings.Builder
+	h := slog.NewJSONHandler(&buf, nil)
+	logAt := func(n int, level slog.Level, msg string, attrs ...slog.Attr) {
+		r := slog.NewRecord(ms(n), level, msg, 0)
+		r.AddAttrs(attrs...)
+		if err := h.Handle(t.Context(), r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	warn, info := slog.LevelWarn, slog.LevelInfo
+	logAt(1000, info, "lease: epoch taken; waiting ttl + margin before answering", slog.Uint64("epoch", 3), slog.Time("opens", ms(4000)))
+	logAt(1100, info, "lease: gate open", slog.Uint64("epoch", 3), slog.Duration("ttl", 2*time.Second), slog.Time("valid_until", ms(3100)))
+	logAt(2100, warn, "lease: fenced: the gate is closed", slog.Uint64("epoch", 3), slog.String("reason", "leadership_lost"),
+		slog.String("why", "raft leadership was lost"))
+	logAt(3000, info, "lease: gate open", slog.Uint64("epoch", 4), slog.Duration("ttl", 2*time.Second), slog.Time("valid_until", ms(5000)))
+	logAt(9000, warn, "lease: fenced: the window ran out without a renewal; the gate is closed", slog.Uint64("epoch", 4),
+		slog.Time("valid_until", ms(5500)), slog.String("reason", "expired"))
+	logAt(9500, info, "lease: gate open", slog.Uint64("epoch", 4), slog.Duration("ttl", 2*time.Second), slog.Time("valid_until", ms(11500)))
+	logAt(12000, warn, "lease: fenced: the window had run out before this renewal (was the process paused?)", slog.Uint64("epoch", 4),
+		slog.Time("valid_until", ms(11500)), slog.String("reason", "expired"))
+	logAt(12000, info, "lease: gate open", slog.Uint64("epoch", 4), slog.Duration("ttl", 2*time.Second), slog.Time("valid_until", ms(14000)))
+	logAt(16000, warn, "lease: fenced: the gate is closed", slog.Uint64("epoch", 4), slog.String("reason", "leadership_lost"),
+		slog.String("why", "raft leadership could not be verified"), slog.Time("valid_until", ms(14000)))
+	logAt(16500, warn, "lease: fenced: the gate is closed", slog.Uint64("epoch", 0), slog.String("reason", "leadership_lost"))
+	logAt(17000, info, "lease: epoch taken", slog.Uint64("epoch", 5))
+	buf.WriteString("not json\n")
+	got := fenceEvents("a", parseLog(buf.String()))
 	want := []fenceEvent{
 		{Node: "a", Epoch: 3, At: ms(2100), Until: ms(3000)},
-		{Node: "a", Epoch: 4, At: ms(5500), Until: ms(11000)},
+		{Node: "a", Epoch: 4, At: ms(5500), Until: ms(9500)},
+		{Node: "a", Epoch: 4, At: ms(11500), Until: ms(12000)},
+		{Node: "a", Epoch: 4, At: ms(14000)},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("fence events (-want +got):\n%s", diff)
+		t.Errorf("fence events (-want +got):\n%s\nlog:\n%s", diff, buf.String())
 	}
+}
+
+// TestFenceMessagesAreTheLeases: every message the checker reads as a
+// fence or an opening is logged, with an epoch, by the lease package, and
+// every lease log line that says "fenced" or "gate open" is one the
+// checker reads; renaming one there fails here.
+func TestFenceMessagesAreTheLeases(t *testing.T) {
+	logged := leaseLogCalls(t, "../lease")
+	for _, msg := range slices.Concat(fenceMessages, openMessages) {
+		keys, ok := logged[msg]
+		if !ok {
+			t.Errorf("the checker reads %q, which lease/ never logs", msg)
+		} else if !slices.Contains(keys, "epoch") {
+			t.Errorf("lease/ logs %q without an epoch (keys %v)", msg, keys)
+		}
+	}
+	for msg := range logged {
+		if strings.Contains(msg, "fenced") && !slices.Contains(fenceMessages, msg) {
+			t.Errorf("lease/ logs %q, which the checker does not read as a fence", msg)
+		}
+		if strings.Contains(msg, "gate open") && !slices.Contains(openMessages, msg) {
+			t.Errorf("lease/ logs %q, which the checker does not read as an opening", msg)
+		}
+	}
+	// A fence line may come late (a resumed process): each carries, at
+	// least when late, the moment the gate closed.
+	for _, msg := range fenceMessages {
+		if keys := logged[msg]; !slices.Contains(keys, "valid_until") {
+			t.Errorf("lease/ logs %q without valid_until (keys %v)", msg, keys)
+		}
+	}
+}
+
+// leaseLogCalls maps the constant messages of the slog calls
+// (….Info/Warn/Error/Debug("msg", key, value, …)) in dir's non-test Go
+// files to the constant keys the calls with that message pass.
+func leaseLogCalls(t *testing.T, dir string) map[string][]string {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(dir, "*.go"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no Go files in %s: %v", dir, err)
+	}
+	out := map[string][]string{}
+	fset := token.NewFileSet()
+	for _, name := range files {
+		if strings.HasSuffix(name, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(fset, name, nil, parser.SkipObjectResolution)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ast.Inspect(f, func(n ast.Node) bool {
+			call, ok := n.(*ast.CallExpr)
+			if !ok || len(call.Args) == 0 {
+				return true
+			}
+			sel, ok := call.Fun.(*ast.SelectorExpr)
+			if !ok || !slices.Contains([]string{"Debug", "Info", "Warn", "Error"}, sel.Sel.Name) {
+				return true
+			}
+			msg, ok := stringLit(call.Args[0])
+			if !ok {
+				return true
+			}
+			var keys []string
+			for i := 1; i < len(call.Args); i += 2 {
+				if k, ok := stringLit(call.Args[i]); ok {
+					keys = append(keys, k)
+				}
+			}
+			out[msg] = append(out[msg], keys...)
+			return true
+		})
+	}
+	return out
+}
+
+// stringLit is the value of a string literal, or of two joined with +.
+func stringLit(e ast.Expr) (string, bool) {
+	switch e := e.(type) {
+	case *ast.BasicLit:
+		if e.Kind != token.STRING {
+			return "", false
+		}
+		s, err := strconv.Unquote(e.Value)
+		return s, err == nil
+	case *ast.BinaryExpr:
+		if e.Op != token.ADD {
+			return "", false
+		}
+		a, ok := stringLit(e.X)
+		b, ok2 := stringLit(e.Y)
+		return a + b, ok && ok2
+	}
+	return "", false
 }

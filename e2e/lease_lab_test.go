@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -15,16 +16,7 @@ import (
 
 	"github.com/siteboot/siteboot/discovery"
 	"github.com/siteboot/siteboot/internal/netlab"
-	"github.com/siteboot/siteboot/internal/testpki"
 )
-
-// clusterMerged says whether siteboot has lease.mode cluster yet. Until it
-// does, the lab writes standalone configs (each node its own holder) and
-// the cluster tests skip; the lab, probe and checker still run against
-// three standalone appliances.
-// MERGE: set to true once lease.mode, lease.margin, lease.raft.advertise
-// and lease.raft.join are in appliance/config.go.
-const clusterMerged = false
 
 // raftPort is the raft port of every lease-lab appliance.
 const raftPort = 7000
@@ -49,7 +41,6 @@ type leaseLab struct {
 	lab   *netlab.Lab
 	probe *netlab.Host
 	nodes []*leaseNode
-	ca    *testpki.CA
 	// mac is the machine with a live ramdisk entry the probe boots as.
 	mac string
 	// diskReason is why data dirs are not freezable ("" when they are).
@@ -64,7 +55,7 @@ type leaseNode struct {
 	l    *leaseLab
 	name string // node_id
 	host *netlab.Host
-	dir  string // config, certificates
+	dir  string // config; its raft certificate in tls/
 	data string // data_dir
 	conf string
 	base string // HTTP base URL
@@ -139,23 +130,35 @@ func newLeaseLab(t *testing.T, cfg leaseLabConfig) *leaseLab {
 	return l
 }
 
-// writeTLS gives every node a raft certificate naming its raft address,
-// from one site CA.
-// MERGE: to exercise the operator's path, replace this with
-// `siteboot cluster init-ca <lab>/ca` once and
-// `siteboot cluster issue-cert <node> --address <raft addr> --ca <lab>/ca --out <node dir>/tls`
-// per node, and point lease.raft.tls.* at the files it writes.
+// writeTLS makes the raft certificates the way an operator does: one site
+// CA with `siteboot cluster init-ca`, then per node `siteboot cluster
+// issue-cert` naming its raft address, into <node dir>/tls.
 func (l *leaseLab) writeTLS() {
-	l.ca = testpki.NewCA(l.t, "lease-lab site CA")
+	ctx, cancel := context.WithTimeout(l.lab.Context(), time.Minute)
+	defer cancel()
+	ca := filepath.Join(l.lab.Dir(), "ca")
+	if _, err := l.tool(ctx, "cluster", "init-ca", ca); err != nil {
+		l.t.Fatal(err)
+	}
 	for _, n := range l.nodes {
-		cert, key := l.ca.Issue(l.t, n.name, testpki.Leaf{IPs: []net.IP{n.host.Addr().AsSlice()}})
-		for name, data := range map[string][]byte{"ca.pem": l.ca.PEM, "cert.pem": cert, "key.pem": key} {
-			if err := os.WriteFile(filepath.Join(n.dir, name), data, 0o600); err != nil {
-				l.t.Fatal(err)
-			}
+		if _, err := l.tool(ctx, "cluster", "issue-cert", n.name, "--address", n.raft, "--ca", ca, "--out", n.tlsDir()); err != nil {
+			l.t.Fatal(err)
 		}
 	}
 }
+
+// tool runs a siteboot command that needs no appliance (files only).
+func (l *leaseLab) tool(ctx context.Context, args ...string) ([]byte, error) {
+	cmd := exec.CommandContext(ctx, sitebootBinary(l.t), args...)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return out, fmt.Errorf("siteboot %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(string(out)))
+	}
+	return out, nil
+}
+
+// tlsDir holds the node's lease.raft.tls files, as issue-cert names them.
+func (n *leaseNode) tlsDir() string { return filepath.Join(n.dir, "tls") }
 
 // writeConfig writes the node's siteboot.yaml.
 func (n *leaseNode) writeConfig() {
@@ -190,8 +193,6 @@ func (n *leaseNode) writeConfig() {
 				join = append(join, o.raft)
 			}
 		}
-		// MERGE: the keys the wiring helper adds; check their spelling in
-		// appliance/config.go.
 		lines = append(lines,
 			"  mode: cluster",
 			"  margin: "+n.l.cfg.Margin.String(),
@@ -207,9 +208,9 @@ func (n *leaseNode) writeConfig() {
 	}
 	lines = append(lines,
 		"    tls:",
-		"      ca: "+filepath.Join(n.dir, "ca.pem"),
-		"      cert: "+filepath.Join(n.dir, "cert.pem"),
-		"      key: "+filepath.Join(n.dir, "key.pem"),
+		"      ca: "+filepath.Join(n.tlsDir(), "ca.pem"),
+		"      cert: "+filepath.Join(n.tlsDir(), "cert.pem"),
+		"      key: "+filepath.Join(n.tlsDir(), "key.pem"),
 		"log:",
 		"  level: debug",
 		"  format: json",

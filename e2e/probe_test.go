@@ -27,7 +27,10 @@ import (
 // lab host it broadcasts a PXE DHCPDISCOVER for the entry's MAC and asks
 // every appliance for /ipxe, each every probePeriod, and records who
 // answered, when, and (for scripts) under which epoch. It checks each
-// script's assertion against the key of the node it asked.
+// script's assertion twice: against the keys the node it asked serves at
+// /v1/keys (as anyone outside the site would), and against that node's
+// own node.key, so a node signing with a key it does not publish, or with
+// another member's key, is caught.
 const (
 	probePeriod = 100 * time.Millisecond
 	// probeWait bounds each request: an offer later than this is not
@@ -36,6 +39,9 @@ const (
 	probeWait = time.Second
 	// maxAnswers bounds the records of one run (about 4 a period).
 	maxAnswers = 200_000
+	// keysRefetch is how often at most the probe fetches a node's
+	// /v1/keys again when an assertion names a kid it has not seen.
+	keysRefetch = time.Second
 )
 
 // probe sends and records until stop.
@@ -57,9 +63,10 @@ type probe struct {
 
 // probeTarget is one appliance the probe asks for scripts.
 type probeTarget struct {
-	name string
-	base string
-	key  func() *ecdsa.PublicKey
+	name   string
+	base   string
+	key    func() *ecdsa.PublicKey
+	served *servedKeys
 }
 
 // startProbe starts the probe on l's probe host; it stops when the test
@@ -72,7 +79,14 @@ func (l *leaseLab) startProbe() *probe {
 	}
 	p := &probe{host: l.probe, mac: mac, names: l.byAddr(), pending: map[uint32]time.Time{}, misses: map[string]int{}}
 	for _, n := range l.nodes {
-		p.nodes = append(p.nodes, probeTarget{name: n.name, base: n.base, key: n.publicKey})
+		sk := &servedKeys{url: n.base + "/v1/keys", client: &http.Client{Timeout: probeWait,
+			Transport: &http.Transport{DisableKeepAlives: true, DialContext: dialIn(l.probe)}}}
+		// Every node serves its own key from the start; fetching the set
+		// now, while all run, means a node paused later still has one.
+		if _, err := sk.lookup(l.lab.Context(), ""); err != nil {
+			l.t.Fatalf("%s: %v", n.name, err)
+		}
+		p.nodes = append(p.nodes, probeTarget{name: n.name, base: n.base, key: n.publicKey, served: sk})
 	}
 	lc := &net.ListenConfig{Control: func(_, _ string, rc syscall.RawConn) error {
 		var serr error
@@ -253,7 +267,7 @@ func (p *probe) askScript(ctx context.Context, client *http.Client, n probeTarge
 		return
 	}
 	a := answer{Kind: kindIPXE, Sent: sent, Received: got, Responder: n.name}
-	as, err := p.assertion(string(body), n)
+	as, err := p.assertion(ctx, string(body), n, got)
 	if err != nil {
 		a.Err = err.Error()
 	} else {
@@ -262,11 +276,11 @@ func (p *probe) askScript(ctx context.Context, client *http.Client, n probeTarge
 	p.record(a)
 }
 
-// assertion decodes and verifies the script's bc.assertion= with the key
-// of the node that served it.
-// MERGE: the keys can also come from /v1/keys (then a node signing with a
-// key the site does not publish is caught too).
-func (p *probe) assertion(script string, n probeTarget) (*sitev1.DiscoveryAssertion, error) {
+// assertion decodes and verifies the script's bc.assertion=: with the
+// keys the node serves at /v1/keys (VerifyAssertionText, as a verifier
+// outside the site does, at the time it was received), and with the node's
+// node.key, whose kid it must name.
+func (p *probe) assertion(ctx context.Context, script string, n probeTarget, at time.Time) (*sitev1.DiscoveryAssertion, error) {
 	text, ok := assertionText(script)
 	if !ok {
 		return nil, errors.New("script has no bc.assertion=")
@@ -279,14 +293,86 @@ func (p *probe) assertion(script string, n probeTarget) (*sitev1.DiscoveryAssert
 	if key == nil {
 		return nil, fmt.Errorf("no key known for %s", n.name)
 	}
+	kid, err := discovery.KeyID(key)
+	if err != nil {
+		return nil, err
+	}
+	if got := sa.GetSig().GetKid(); got != kid {
+		return nil, fmt.Errorf("assertion served by %s names kid %q, not its node key's %q", n.name, got, kid)
+	}
 	a, err := discovery.VerifyAssertion(key, sa)
 	if err != nil {
 		return nil, fmt.Errorf("assertion served by %s does not verify with its key: %w", n.name, err)
+	}
+	set, err := n.served.lookup(ctx, kid)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", n.name, err)
+	}
+	if _, err := discovery.VerifyAssertionText(text, discovery.VerifyPolicy{Keys: set, Now: at}); err != nil {
+		return nil, fmt.Errorf("assertion served by %s does not verify with the keys it serves at /v1/keys: %w", n.name, err)
 	}
 	if a.GetSiteAgentNodeId() != n.name {
 		return nil, fmt.Errorf("assertion served by %s names site_agent_node_id %q", n.name, a.GetSiteAgentNodeId())
 	}
 	return a, nil
+}
+
+// servedKeys is the key set one appliance serves at /v1/keys, as last
+// fetched.
+type servedKeys struct {
+	url    string
+	client *http.Client
+
+	mu  sync.Mutex
+	set *discovery.KeySet
+	at  time.Time // of the last fetch
+}
+
+// lookup returns the served set, fetched again first when it lacks kid
+// ("" fetches unless a set is known) and the last fetch is keysRefetch
+// old. The set returned may still lack kid; the verifier says so.
+func (k *servedKeys) lookup(ctx context.Context, kid string) (*discovery.KeySet, error) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.set != nil {
+		if _, ok := k.set.Lookup(kid); ok || kid == "" || time.Since(k.at) < keysRefetch {
+			return k.set, nil
+		}
+	}
+	k.at = time.Now()
+	set, err := k.fetch(ctx)
+	if err != nil {
+		if k.set != nil {
+			return k.set, nil
+		}
+		return nil, err
+	}
+	k.set = set
+	return set, nil
+}
+
+func (k *servedKeys) fetch(ctx context.Context) (*discovery.KeySet, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, k.url, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := k.client.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("GET %s: %w", k.url, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, discovery.MaxJWKSBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("GET %s: %w", k.url, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("GET %s: %s", k.url, resp.Status)
+	}
+	set, err := discovery.ParseJWKS(body)
+	if err != nil {
+		return nil, fmt.Errorf("GET %s: %w", k.url, err)
+	}
+	return set, nil
 }
 
 // assertionText is the value of bc.assertion= in a script.

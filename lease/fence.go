@@ -65,7 +65,8 @@ func (n *Node) extend(epoch uint64, t0 time.Time, ttl time.Duration) {
 		return
 	}
 	now := time.Now()
-	lapsed := n.win.open && !now.Before(n.win.until) // the watchdog has not run yet: paused
+	ended := n.win.until
+	lapsed := n.win.open && !now.Before(ended) // the watchdog has not run yet: paused
 	if lapsed {
 		n.countLocked(fenceExpired)
 	}
@@ -78,7 +79,8 @@ func (n *Node) extend(epoch uint64, t0 time.Time, ttl time.Duration) {
 	n.armLocked(until)
 	n.mu.Unlock()
 	if lapsed {
-		n.log.Warn("lease: fenced: the window had run out before this renewal (was the process paused?)", "epoch", epoch, "reason", fenceExpired)
+		n.log.Warn("lease: fenced: the window had run out before this renewal (was the process paused?)", "epoch", epoch,
+			"valid_until", ended.Round(0), "reason", fenceExpired)
 	}
 	if opened && until.After(now) {
 		n.log.Info("lease: gate open", "epoch", epoch, "ttl", ttl, "valid_until", until.Round(0))
@@ -120,16 +122,23 @@ func (n *Node) fence(label, why string, drop bool) {
 	if was {
 		n.countLocked(label)
 	}
-	epoch := n.win.epoch
+	epoch, ended := n.win.epoch, n.win.until
 	if drop {
 		n.win = window{reason: why}
 	} else {
 		n.win.until, n.win.reason = time.Time{}, why
 	}
 	n.mu.Unlock()
-	if was {
-		n.log.Warn("lease: fenced: the gate is closed", "epoch", epoch, "reason", label, "why", why)
+	if !was {
+		return
 	}
+	if time.Now().Before(ended) {
+		n.log.Warn("lease: fenced: the gate is closed", "epoch", epoch, "reason", label, "why", why)
+		return
+	}
+	// The window had already run out (the process was paused, say): the
+	// gate closed then, not now.
+	n.log.Warn("lease: fenced: the gate is closed", "epoch", epoch, "reason", label, "why", why, "valid_until", ended.Round(0))
 }
 
 // release gives the epoch up without counting a fence event: the node

@@ -1,0 +1,127 @@
+package lease
+
+import (
+	"encoding/json"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/siteboot/siteboot/site"
+)
+
+// logBuffer collects a node's JSON log lines.
+type logBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+// line is the last line logged with msg, decoded; nil if none.
+func (l *logBuffer) line(t *testing.T, msg string) map[string]any {
+	t.Helper()
+	l.mu.Lock()
+	text := l.b.String()
+	l.mu.Unlock()
+	var found map[string]any
+	for _, raw := range strings.Split(strings.TrimSpace(text), "\n") {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(raw), &m); err != nil {
+			t.Fatalf("log line %q: %v", raw, err)
+		}
+		if m["msg"] == msg {
+			found = m
+		}
+	}
+	return found
+}
+
+// openLogged is openStandalone with the node's log in a buffer.
+func openLogged(t *testing.T, ttl time.Duration) (*harness, *stall, *logBuffer) {
+	t.Helper()
+	buf := &logBuffer{}
+	st := site.NewState()
+	n, err := Open(Config{Dir: t.TempDir(), ID: "appliance-1", TTL: ttl, StateMachine: st,
+		Logger: slog.New(slog.NewJSONHandler(buf, nil)), Registerer: prometheus.NewRegistry()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := stallable(n)
+	return run(t, t.TempDir(), n, st), s, buf
+}
+
+// stallPastWindow stalls the renewals with the watchdog stopped (a paused
+// process: nothing runs) until the window is over, and returns its end.
+func stallPastWindow(t *testing.T, h *harness, s *stall) time.Time {
+	t.Helper()
+	s.block(t)
+	h.node.mu.Lock()
+	h.node.watchdog.Stop()
+	until := h.node.win.until
+	h.node.mu.Unlock()
+	time.Sleep(time.Until(until) + 100*time.Millisecond)
+	return until
+}
+
+// validUntil is the line's valid_until; zero when it has none.
+func validUntil(t *testing.T, line map[string]any) time.Time {
+	t.Helper()
+	s, _ := line["valid_until"].(string)
+	if s == "" {
+		return time.Time{}
+	}
+	v, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		t.Fatalf("valid_until %q: %v", s, err)
+	}
+	return v
+}
+
+const (
+	lapsedMsg = "lease: fenced: the window had run out before this renewal (was the process paused?)"
+	closedMsg = "lease: fenced: the gate is closed"
+)
+
+// A renewal that finds the window already over (the process was paused
+// and this is its first renewal after resuming) logs the fence with the
+// window's end, when the gate really closed, so a reader of the log does
+// not take the late line's time for it.
+func TestLapsedRenewalLineCarriesTheWindowsEnd(t *testing.T) {
+	h, s, buf := openLogged(t, 300*time.Millisecond)
+	defer h.close()
+	defer s.unblock()
+	until := stallPastWindow(t, h, s)
+	s.unblock()
+	waitFor(t, func() bool { return buf.line(t, lapsedMsg) != nil })
+	if got := validUntil(t, buf.line(t, lapsedMsg)); !got.Equal(until.Round(0)) {
+		t.Errorf("%q: valid_until %v; want the window's end %v", lapsedMsg, got, until.Round(0))
+	}
+}
+
+// A fence for a reason (leadership lost) logged when the window had
+// already run out says when it ran out; one that closes an open window
+// closes it as it is logged and has no valid_until.
+func TestFenceLineCarriesTheWindowsEndOnlyWhenItHadRunOut(t *testing.T) {
+	h, s, buf := openLogged(t, 300*time.Millisecond)
+	defer h.close()
+	defer s.unblock()
+	until := stallPastWindow(t, h, s)
+	h.node.fence(fenceLeadershipLost, "test: leadership lost after the window ran out", true)
+	if got := validUntil(t, buf.line(t, closedMsg)); !got.Equal(until.Round(0)) {
+		t.Errorf("%q after the window ran out: valid_until %v; want the window's end %v", closedMsg, got, until.Round(0))
+	}
+
+	h2, _, buf2 := openLogged(t, 10*time.Second)
+	defer h2.close()
+	h2.node.fence(fenceLeadershipLost, "test: leadership lost while open", true)
+	if line := buf2.line(t, closedMsg); line == nil || !validUntil(t, line).IsZero() {
+		t.Errorf("%q while the window was open: %v; want the line without valid_until", closedMsg, line)
+	}
+}
