@@ -153,7 +153,7 @@ func open(cfg Config, bootstrap bool) (*Node, error) {
 		return nil, err
 	}
 	close(n.fwd.started)
-	n.verify = func() error { return n.raft.VerifyLeader().Error() }
+	n.verify = n.verifyLeadership
 	if cfg.Registerer != nil {
 		if err := n.registerMetrics(cfg.Registerer); err != nil {
 			_ = n.Close()
