@@ -371,7 +371,8 @@ func (n *Node) transport() (raft.Transport, error) {
 			"a raft port others can reach needs TLS (lease.raft.tls.*)", "bind", ln.Addr().String())
 	}
 	sl := newStreamLayer(ln, streamConfig{tls: peer, refusals: n.refusals,
-		handshakeTimeout: handshakeTimeout, maxConns: maxPeerConns, maxHandshakes: maxHandshakes, forward: n.serveForward})
+		handshakeTimeout: handshakeTimeout, maxConns: maxPeerConns, maxHandshakes: maxHandshakes, maxHandshakesPerHost: maxHandshakesPerHost,
+		forward: n.serveForward})
 	n.fwd.stream = sl
 	var stream raft.StreamLayer = sl
 	if n.cfg.Mode == Cluster {
