@@ -185,6 +185,9 @@ func (cfg *Config) fill() error {
 		if _, err := CheckVoters(cfg.Advertise, cfg.Join); err != nil {
 			return err
 		}
+		if err := checkPlainVoters(cfg.Advertise, cfg.Join, cfg.TLS); err != nil {
+			return err
+		}
 	default:
 		return fmt.Errorf("lease: mode %q: want standalone, cluster or external", cfg.Mode)
 	}
@@ -332,6 +335,30 @@ func CheckVoters(advertise string, join []string) ([]string, error) {
 			len(voters), len(voters), len(voters)/2, len(voters)-1)}
 	}
 	return nil, &TransportError{Field: "join", Reason: fmt.Sprintf("gives %d voters; a site runs 3 or 5 (more make every write slower and add nothing needed here)", len(voters))}
+}
+
+// checkPlainVoters holds the loopback rule of CheckTransport for every
+// voter address when raft runs without TLS: an advertised address that is
+// not loopback would let the others, and whoever else is on that network,
+// reach this plain raft port through a forward; a join address that is not
+// loopback would be sent the site state in clear and trusted unverified.
+func checkPlainVoters(advertise string, join []string, files TLSFiles) error {
+	if files.Set() {
+		return nil
+	}
+	reason := func(a string) string {
+		return fmt.Sprintf("%q is not a loopback address and raft TLS is not configured: peers on the network must "+
+			"authenticate each other, so set tls.ca, tls.cert and tls.key (plain TCP raft is for tests, on loopback only)", a)
+	}
+	if !isLoopbackBind(advertise) {
+		return &TransportError{Field: "advertise", Reason: reason(advertise)}
+	}
+	for i, j := range join {
+		if !isLoopbackBind(j) {
+			return &TransportError{Field: fmt.Sprintf("join[%d]", i), Reason: reason(j)}
+		}
+	}
+	return nil
 }
 
 // checkRaftAddress accepts host:port with a host and a port 1..65535.

@@ -94,3 +94,37 @@ func TestOpenRefusesTransport(t *testing.T) {
 		})
 	}
 }
+
+// TestClusterPlainRaftStaysOnLoopback: without TLS every voter address must
+// be loopback too, not only the bind address: an advertised site address
+// would have the others reach a plain raft port from the network (through
+// a port forward), and a plain join address would send the site state in
+// clear to whoever answers there.
+func TestClusterPlainRaftStaysOnLoopback(t *testing.T) {
+	tests := []struct {
+		name      string
+		advertise string
+		join      []string
+		field     string
+	}{
+		{"advertised site address", "192.0.2.1:7390", []string{"127.0.0.1:7391", "127.0.0.1:7392"}, "advertise"},
+		{"site address to join", "127.0.0.1:7390", []string{"127.0.0.1:7391", "192.0.2.3:7390"}, "join[1]"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "raft")
+			n, err := Open(Config{Mode: Cluster, Dir: dir, ID: "appliance-1", Bind: "127.0.0.1:0", Advertise: tt.advertise,
+				Join: tt.join, StateMachine: site.NewState(), Logger: quietLog()})
+			if err == nil {
+				n.Close()
+			}
+			te, ok := errors.AsType[*TransportError](err)
+			if !ok || te.Field != tt.field || !strings.Contains(te.Reason, "raft TLS is not configured") {
+				t.Fatalf("Open = %v; want a *TransportError on %s saying raft TLS is not configured", err, tt.field)
+			}
+			if _, err := os.Stat(dir); !os.IsNotExist(err) {
+				t.Fatalf("the refused Open created the data dir (%v)", err)
+			}
+		})
+	}
+}
