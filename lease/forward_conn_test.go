@@ -3,9 +3,11 @@ package lease
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"io"
 	"net"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -285,5 +287,26 @@ func TestAwaitResult(t *testing.T) {
 	defer cancel2()
 	if _, err := n.awaitResult(short, next+1); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("an index never applied = %v; want the deadline", err)
+	}
+}
+
+// TestForwardRequestMemoryFollowsTheBytesSent: a request's length is the
+// peer's word only; the leader must not set aside the 6 MiB a header
+// claims before any of it arrives, or a few idle connections pin memory.
+func TestForwardRequestMemoryFollowsTheBytesSent(t *testing.T) {
+	head := make([]byte, 9)
+	head[0] = byte(opApply)
+	binary.BigEndian.PutUint32(head[1:5], 1000)
+	binary.BigEndian.PutUint32(head[5:9], maxForwardPayload)
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	_, err := readRequest(bytes.NewReader(append(head, "only a few bytes"...)))
+	runtime.ReadMemStats(&after)
+	if !errors.Is(err, errForwardFormat) {
+		t.Fatalf("readRequest of a truncated request = %v; want a forward protocol error", err)
+	}
+	if got := after.TotalAlloc - before.TotalAlloc; got > 1<<20 {
+		t.Fatalf("reading 16 bytes of a request claiming %d allocated %d bytes", maxForwardPayload, got)
 	}
 }

@@ -1,6 +1,7 @@
 package lease
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -98,10 +99,13 @@ func readRequest(r io.Reader) (forwardRequest, error) {
 	if n > maxForwardPayload {
 		return forwardRequest{}, fmt.Errorf("%w: request of %d bytes; the limit is %d", errForwardFormat, n, maxForwardPayload)
 	}
-	req.payload = make([]byte, n)
-	if _, err := io.ReadFull(r, req.payload); err != nil {
+	// Memory grows with the bytes that arrive, not with the length the
+	// peer claims.
+	var payload bytes.Buffer
+	if _, err := io.CopyN(&payload, r, int64(n)); err != nil {
 		return forwardRequest{}, fmt.Errorf("%w: truncated request: %v", errForwardFormat, err)
 	}
+	req.payload = payload.Bytes()
 	return req, nil
 }
 
