@@ -117,6 +117,10 @@ type Node struct {
 
 const applyTimeout = 10 * time.Second
 
+// MinTTL is the shortest lease ttl a Node takes (cluster mode needs more,
+// see the appliance's lease.ttl).
+const MinTTL = 100 * time.Millisecond
+
 // Open opens (or creates) the raft state in cfg.Dir and starts raft. A data
 // dir without raft state is bootstrapped: as a single voter (standalone and
 // external mode), or in cluster mode with the voters Advertise and Join, the
@@ -202,6 +206,9 @@ func (cfg *Config) fill() error {
 	}
 	if cfg.TTL < 0 || cfg.Margin < 0 {
 		return errors.New("lease: TTL and Margin must not be negative")
+	}
+	if cfg.TTL < MinTTL {
+		return fmt.Errorf("lease: TTL %s is below %s: the holder renews every ttl/3", cfg.TTL, MinTTL)
 	}
 	return nil
 }

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/siteboot/siteboot/site"
 )
@@ -126,5 +127,21 @@ func TestClusterPlainRaftStaysOnLoopback(t *testing.T) {
 				t.Fatalf("the refused Open created the data dir (%v)", err)
 			}
 		})
+	}
+}
+
+// TestOpenRefusesATTLTooShortToRenew: the holder renews every ttl/3, so a
+// ttl of a few nanoseconds is refused at Open rather than taken (it made
+// Run panic on a ticker of 0).
+func TestOpenRefusesATTLTooShortToRenew(t *testing.T) {
+	for _, ttl := range []time.Duration{2 * time.Nanosecond, 99 * time.Millisecond} {
+		n, err := Open(Config{Dir: t.TempDir(), ID: "appliance-1", TTL: ttl, StateMachine: site.NewState(), Logger: quietLog()})
+		if err == nil {
+			n.Close()
+			t.Fatalf("Open with ttl %s succeeded; want a refusal", ttl)
+		}
+		if !strings.Contains(err.Error(), "TTL") {
+			t.Fatalf("Open with ttl %s = %v; want an error naming the TTL", ttl, err)
+		}
 	}
 }
