@@ -310,3 +310,52 @@ func TestForwardRequestMemoryFollowsTheBytesSent(t *testing.T) {
 		t.Fatalf("reading 16 bytes of a request claiming %d allocated %d bytes", maxForwardPayload, got)
 	}
 }
+
+// TestForwardLostAnswerIsNoRefusal: once a request reached the leader, a
+// lost answer (or a leader that lost leadership after appending) leaves
+// the write perhaps committed: the follower says so (ErrOutcomeUnknown)
+// instead of an error its callers retry, applying the write twice. A
+// leader that never got the request is a plain ForwardError.
+func TestForwardLostAnswerIsNoRefusal(t *testing.T) {
+	ms := startMembers(t, 3)
+	_, followers := leaderOf(t, ms)
+	f := followers[0]
+	silent := listenLoopback(t)
+	t.Cleanup(func() { silent.Close() })
+	go func() {
+		for {
+			c, err := silent.Accept()
+			if err != nil {
+				return
+			}
+			magic := make([]byte, len(forwardMagic))
+			if _, err := io.ReadFull(c, magic); err == nil {
+				_, _ = readRequest(c) // taken, never answered
+			}
+			c.Close()
+		}
+	}()
+	unknown, reqs := fakeLeader(t, func() forwardResponse {
+		return forwardResponse{status: statusUnknown, message: "lease: raft leadership was lost before it was confirmed"}
+	})
+	data, err := proto.Marshal(&statev1.LogEntry{Kind: &statev1.LogEntry_SiteCommand{SiteCommand: []byte{}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for name, addr := range map[string]string{"silent": silent.Addr().String(), "unknown": unknown} {
+		_, err := f.node.forwardTo(ctx, addr, opApply, data)
+		var fe *ForwardError
+		if !errors.As(err, &fe) || !errors.Is(err, ErrOutcomeUnknown) {
+			t.Errorf("forward to a %s leader = %v; want a *ForwardError wrapping ErrOutcomeUnknown", name, err)
+		}
+	}
+	if len(reqs) != 1 {
+		t.Fatalf("the unknown-outcome leader got %d requests; want 1 (not sent again)", len(reqs))
+	}
+	closed := freeAddr(t) // nobody listens: the request never left
+	if _, err := f.node.forwardTo(ctx, closed, opApply, data); errors.Is(err, ErrOutcomeUnknown) || err == nil {
+		t.Fatalf("forward to an address nobody listens on = %v; want a plain failure", err)
+	}
+}

@@ -21,7 +21,7 @@ import (
 // All integers are big-endian. An apply carries a serialized LogEntry, a
 // membership change the raft address; a response carries the log index of
 // the change, and a message: the leader's address (statusNotLeader) or the
-// error (statusFailed).
+// error (statusFailed, statusUnknown).
 const (
 	forwardMagic = "SBF1"
 	// maxForwardPayload bounds a request: the admin API's largest request
@@ -47,6 +47,7 @@ const (
 	statusOK        forwardStatus = 0
 	statusNotLeader forwardStatus = 1 // message: the leader's address, or empty
 	statusFailed    forwardStatus = 2 // message: the error
+	statusUnknown   forwardStatus = 3 // appended but not confirmed (leadership lost); message: the error
 )
 
 type forwardRequest struct {
@@ -124,7 +125,7 @@ func readResponse(r io.Reader) (forwardResponse, error) {
 		return forwardResponse{}, err
 	}
 	resp := forwardResponse{status: forwardStatus(h[0]), index: binary.BigEndian.Uint64(h[1:9])}
-	if resp.status > statusFailed {
+	if resp.status > statusUnknown {
 		return forwardResponse{}, fmt.Errorf("%w: unknown status %d", errForwardFormat, h[0])
 	}
 	n := binary.BigEndian.Uint32(h[9:13])

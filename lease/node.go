@@ -507,9 +507,13 @@ func (n *Node) apply(ctx context.Context, data []byte) (any, error) {
 
 func (n *Node) applyError(err error) error {
 	switch {
-	case errors.Is(err, raft.ErrNotLeader), errors.Is(err, raft.ErrLeadershipLost):
+	case errors.Is(err, raft.ErrNotLeader):
 		_, id := n.raft.LeaderWithID()
 		return &NotLeaderError{Leader: string(id)}
+	case errors.Is(err, raft.ErrLeadershipLost):
+		// Appended, perhaps committed: not a refusal a caller may simply
+		// retry.
+		return fmt.Errorf("%w (raft leadership was lost before it was confirmed)", ErrOutcomeUnknown)
 	case errors.Is(err, raft.ErrRaftShutdown):
 		return ErrShutdown
 	case errors.Is(err, raft.ErrEnqueueTimeout):
