@@ -98,7 +98,7 @@ type Node struct {
 	skipped  prometheus.Counter
 	fences   *prometheus.CounterVec
 
-	// verify re-verifies raft leadership (raft.VerifyLeader); tests stall
+	// verify re-verifies raft leadership (verifyLeadership); tests stall
 	// it to stand for a paused process or a blocked disk.
 	verify func() error
 	// lastAtOpen is the last log index on disk when the node opened: a
