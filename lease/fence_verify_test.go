@@ -3,6 +3,7 @@ package lease
 import (
 	"fmt"
 	"net"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -21,6 +22,7 @@ type lagProxy struct {
 	target string
 	delay  atomic.Int64 // nanoseconds
 	frozen atomic.Bool
+	arm    atomic.Bool  // freeze as the voter next answers, that answer still on its way
 	due    atomic.Int64 // unix nanoseconds the newest delayed chunk is delivered at
 	wg     sync.WaitGroup
 	mu     sync.Mutex
@@ -113,6 +115,9 @@ func (p *lagProxy) down(from, to net.Conn) {
 		if n > 0 {
 			at := time.Now().Add(time.Duration(p.delay.Load()))
 			p.due.Store(at.UnixNano())
+			if p.arm.CompareAndSwap(true, false) {
+				p.frozen.Store(true)
+			}
 			line <- chunk{b: append([]byte(nil), buf[:n]...), at: at}
 		}
 		if err != nil {
@@ -175,19 +180,24 @@ func TestRenewalNeedsARoundTripStartedAfterT0(t *testing.T) {
 	if leader.raft.State() != raft.Leader {
 		t.Fatal("setup: the leader stepped down with answers 200 ms late")
 	}
+	// Cut the way to each follower as it answers, so that the last
+	// follower cut has an answer on its way for another 200 ms.
 	for _, i := range followers {
-		proxies[i].frozen.Store(true)
+		proxies[i].arm.Store(true)
 	}
-	// Wait until an answer the followers gave before the cut is still
-	// at least 80 ms from reaching the leader.
 	waitFor(t, func() bool {
 		for _, i := range followers {
-			if time.Until(time.Unix(0, proxies[i].due.Load())) > 80*time.Millisecond {
-				return true
+			if !proxies[i].frozen.Load() {
+				return false
 			}
 		}
-		return false
+		return true
 	})
+	if !slices.ContainsFunc(followers, func(i int) bool {
+		return time.Until(time.Unix(0, proxies[i].due.Load())) > 100*time.Millisecond
+	}) {
+		t.Fatal("setup: no answer from before the cut is still on its way")
+	}
 	// t0 is now: nothing the leader sends from here on reaches a follower.
 	done := make(chan error, 1)
 	go func() { done <- leader.verify() }()
