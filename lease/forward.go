@@ -270,8 +270,15 @@ func (n *Node) roundTrip(ctx context.Context, leader string, req forwardRequest)
 }
 
 // awaitResult waits until this node applied index and returns the state
-// machine's result for it.
+// machine's result for it, within ctx or, without a deadline, applyTimeout.
 func (n *Node) awaitResult(ctx context.Context, index uint64) (any, error) {
+	if _, ok := ctx.Deadline(); !ok {
+		// A follower cut off from the leader, or removed, may never apply
+		// index.
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, applyTimeout)
+		defer cancel()
+	}
 	poll := time.NewTicker(100 * time.Millisecond) // a snapshot install wakes nobody
 	defer poll.Stop()
 	for {

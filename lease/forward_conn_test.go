@@ -359,3 +359,23 @@ func TestForwardLostAnswerIsNoRefusal(t *testing.T) {
 		t.Fatalf("forward to an address nobody listens on = %v; want a plain failure", err)
 	}
 }
+
+// TestAwaitResultIsBounded: a caller without a deadline (a gRPC client that
+// set none) does not wait forever for an index this follower never applies
+// (cut off from the leader, or removed): applyTimeout bounds the wait.
+func TestAwaitResultIsBounded(t *testing.T) {
+	n := &Node{fsm: newFSM(site.NewState(), quietLog(), newSkippedCounter())}
+	done := make(chan error, 1)
+	go func() {
+		_, err := n.awaitResult(context.Background(), 42)
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "committed the write at index 42") {
+			t.Fatalf("awaitResult of an index never applied = %v; want the deadline, naming the index", err)
+		}
+	case <-time.After(applyTimeout + 5*time.Second):
+		t.Fatalf("awaitResult without a deadline still waiting after %s", applyTimeout+5*time.Second)
+	}
+}
