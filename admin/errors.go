@@ -65,6 +65,9 @@ var codeTable = []codeRule{
 	is(imagecache.ErrNotFound, codes.NotFound),
 	// A fixed bound would be passed.
 	as[*site.LimitError](codes.ResourceExhausted),
+	// The write may have been committed: not Unavailable, which callers
+	// retry, applying it twice.
+	is(lease.ErrOutcomeUnknown, codes.Unknown),
 	// This appliance cannot serve it now; another may, or this one later.
 	as[*appliance.StartingError](codes.Unavailable),
 	is(ipxe.ErrFenced, codes.Unavailable),

@@ -3,6 +3,7 @@ package appliance
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	"github.com/siteboot/siteboot/discovery"
 	sitev1 "github.com/siteboot/siteboot/gen/bettercompute/site/v1"
@@ -40,7 +41,32 @@ func (a *Appliance) VerifyAssertion(_ context.Context, text string, minEpoch uin
 	if err != nil {
 		return AssertionCheck{}, err
 	}
-	return CheckAssertion(text, discovery.VerifyPolicy{Keys: keys, Now: a.now(), MinEpoch: minEpoch}), nil
+	c := CheckAssertion(text, discovery.VerifyPolicy{Keys: keys, Now: a.now(), MinEpoch: minEpoch})
+	if len(jwks) == 0 && c.Valid {
+		a.checkSigner(&c)
+	}
+	return c, nil
+}
+
+// checkSigner refuses a valid assertion whose site_agent_node_id is not the
+// member that published the signing key: any member's key verifies, so
+// without this one member could vouch in another's name. A key set given
+// as JWKS names no node ids, so only the member keys can be held to it.
+func (a *Appliance) checkSigner(c *AssertionCheck) {
+	publisher := ""
+	if c.KeyID == a.signer.KID() {
+		publisher = a.cfg.NodeID
+	} else {
+		for _, k := range a.node.Keys() {
+			if k.KID == c.KeyID {
+				publisher = k.NodeID
+			}
+		}
+	}
+	if claimed := c.Assertion.GetSiteAgentNodeId(); claimed != publisher {
+		c.Valid, c.Reason = false, discovery.ReasonWrongSigner
+		c.Detail = fmt.Sprintf("signed with the key %s published, but site_agent_node_id is %q", publisher, claimed)
+	}
 }
 
 // CheckAssertion is discovery.VerifyAssertionText as a verdict, for every

@@ -161,6 +161,10 @@ func TestVerifyAssertionOp(t *testing.T) {
 		SiteId: "site-a", SiteAgentNodeId: "appliance-1", BootLeaseEpoch: epoch, Mac: "52:54:00:00:00:01",
 		IssuedAt: timestamppb.New(now), NotAfter: timestamppb.New(now.Add(time.Hour)),
 	})
+	asOther := assertionText(t, a.signer, &sitev1.DiscoveryAssertion{
+		SiteId: "site-a", SiteAgentNodeId: "appliance-2", BootLeaseEpoch: epoch, Mac: "52:54:00:00:00:01",
+		IssuedAt: timestamppb.New(now), NotAfter: timestamppb.New(now.Add(time.Hour)),
+	})
 	other, err := discovery.NewKeySet(newKey(t))
 	if err != nil {
 		t.Fatal(err)
@@ -180,6 +184,8 @@ func TestVerifyAssertionOp(t *testing.T) {
 		{"keys given", text, 0, ownData, ""},
 		{"epoch above", text, epoch + 1, nil, discovery.ReasonStaleEpoch},
 		{"keys given lack the signer", text, 0, otherJWKS, discovery.ReasonUnknownKey},
+		{"vouches in another member's name", asOther, 0, nil, discovery.ReasonWrongSigner},
+		{"another member's name, keys given (they name no node)", asOther, 0, ownData, ""},
 		{"changed text", text[:20] + flip(text[20]) + text[21:], 0, nil, ""},
 	}
 	for _, tt := range tests {

@@ -25,8 +25,8 @@ func (c *Config) checkLease() []error {
 		errs = append(errs, &keyError{key: key, reason: fmt.Sprintf(format, args...)})
 	}
 	l := c.Lease
-	if l.TTL <= 0 {
-		bad("lease.ttl", "must be positive")
+	if time.Duration(l.TTL) < lease.MinTTL {
+		bad("lease.ttl", "%s: must be at least %s (the holder renews every ttl/3)", time.Duration(l.TTL), lease.MinTTL)
 	}
 	if l.Margin < 0 {
 		bad("lease.margin", "must not be negative")

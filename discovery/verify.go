@@ -27,6 +27,7 @@ const (
 	ReasonExpired      = "expired"       // now is not before not_after
 	ReasonNotYetValid  = "not-yet-valid" // issued_at is in the future beyond MaxClockSkew
 	ReasonStaleEpoch   = "stale-epoch"   // boot_lease_epoch is below the minimum asked for
+	ReasonWrongSigner  = "wrong-signer"  // site_agent_node_id names another member than the one that published the key
 )
 
 // AssertionError is an assertion VerifyAssertionText refused. Reason is

@@ -24,6 +24,12 @@ var (
 	ErrBusy     = errors.New("raft log is busy, try again")
 )
 
+// ErrOutcomeUnknown is a write whose fate this node cannot tell: it was
+// handed to raft (or to the leader) and may be committed, but no answer
+// confirmed it (leadership was lost, the leader's answer never came).
+// Sending it again may apply it twice; read the state first.
+var ErrOutcomeUnknown = errors.New("lease: the write may have been committed; read the state before trying it again")
+
 // ErrNotExternal is UpdateLease on a node whose lease does not come from a
 // control plane (mode standalone or cluster).
 var ErrNotExternal = errors.New("lease: the boot lease is not pushed here: lease.mode is not external")

@@ -153,7 +153,11 @@ func (n *Node) handleForward(ctx context.Context, req forwardRequest) forwardRes
 		if errors.Is(err, raft.ErrNotLeader) {
 			return n.notLeader()
 		}
-		return failed(n.applyError(err))
+		err = n.applyError(err)
+		if errors.Is(err, ErrOutcomeUnknown) {
+			return forwardResponse{status: statusUnknown, message: err.Error()}
+		}
+		return failed(err)
 	}
 	return forwardResponse{status: statusOK, index: f.Index()}
 }
@@ -217,10 +221,14 @@ func (n *Node) forwardTo(ctx context.Context, first string, op forwardOp, payloa
 		if leader == "" || leader == string(n.trans.LocalAddr()) {
 			break
 		}
-		resp, err := n.roundTrip(ctx, leader, forwardRequest{op: op, timeout: timeoutOf(ctx), payload: payload})
+		resp, sent, err := n.roundTrip(ctx, leader, forwardRequest{op: op, timeout: timeoutOf(ctx), payload: payload})
 		if err != nil {
 			if ctx.Err() != nil {
 				return 0, fmt.Errorf("lease: forward to the leader %s: %w", leader, ctx.Err())
+			}
+			if sent {
+				// The leader may have committed it before the answer was lost.
+				err = fmt.Errorf("%w: %w", ErrOutcomeUnknown, err)
 			}
 			return 0, &ForwardError{Leader: leader, Err: err}
 		}
@@ -230,6 +238,8 @@ func (n *Node) forwardTo(ctx context.Context, first string, op forwardOp, payloa
 		case statusNotLeader:
 			hint = resp.message
 			continue
+		case statusUnknown:
+			return 0, &ForwardError{Leader: leader, Err: fmt.Errorf("%w: %s", ErrOutcomeUnknown, resp.message)}
 		}
 		return 0, &ForwardError{Leader: leader, Err: errors.New(resp.message)}
 	}
@@ -237,29 +247,38 @@ func (n *Node) forwardTo(ctx context.Context, first string, op forwardOp, payloa
 }
 
 // roundTrip dials the leader (mutual TLS when configured) and sends one
-// request, all within ctx.
-func (n *Node) roundTrip(ctx context.Context, leader string, req forwardRequest) (forwardResponse, error) {
+// request, all within ctx. sent reports whether the request was written,
+// so that the leader may have acted on it.
+func (n *Node) roundTrip(ctx context.Context, leader string, req forwardRequest) (resp forwardResponse, sent bool, err error) {
 	body, err := req.encode()
 	if err != nil {
-		return forwardResponse{}, err
+		return forwardResponse{}, false, err
 	}
 	c, err := n.fwd.stream.Dial(raft.ServerAddress(leader), timeoutOf(ctx))
 	if err != nil {
-		return forwardResponse{}, err
+		return forwardResponse{}, false, err
 	}
 	defer c.Close()
 	stop := context.AfterFunc(ctx, func() { _ = c.Close() })
 	defer stop()
 	_ = c.SetDeadline(time.Now().Add(timeoutOf(ctx)))
 	if _, err := c.Write(append([]byte(forwardMagic), body...)); err != nil {
-		return forwardResponse{}, err
+		return forwardResponse{}, true, err // a part may have arrived
 	}
-	return readResponse(c)
+	resp, err = readResponse(c)
+	return resp, true, err
 }
 
 // awaitResult waits until this node applied index and returns the state
-// machine's result for it.
+// machine's result for it, within ctx or, without a deadline, applyTimeout.
 func (n *Node) awaitResult(ctx context.Context, index uint64) (any, error) {
+	if _, ok := ctx.Deadline(); !ok {
+		// A follower cut off from the leader, or removed, may never apply
+		// index.
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, applyTimeout)
+		defer cancel()
+	}
 	poll := time.NewTicker(100 * time.Millisecond) // a snapshot install wakes nobody
 	defer poll.Stop()
 	for {

@@ -3,9 +3,11 @@ package lease
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"io"
 	"net"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -290,5 +292,95 @@ func TestAwaitResult(t *testing.T) {
 	defer cancel2()
 	if _, err := n.awaitResult(short, next+1); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("an index never applied = %v; want the deadline", err)
+	}
+}
+
+// TestForwardRequestMemoryFollowsTheBytesSent: a request's length is the
+// peer's word only; the leader must not set aside the 6 MiB a header
+// claims before any of it arrives, or a few idle connections pin memory.
+func TestForwardRequestMemoryFollowsTheBytesSent(t *testing.T) {
+	head := make([]byte, 9)
+	head[0] = byte(opApply)
+	binary.BigEndian.PutUint32(head[1:5], 1000)
+	binary.BigEndian.PutUint32(head[5:9], maxForwardPayload)
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	_, err := readRequest(bytes.NewReader(append(head, "only a few bytes"...)))
+	runtime.ReadMemStats(&after)
+	if !errors.Is(err, errForwardFormat) {
+		t.Fatalf("readRequest of a truncated request = %v; want a forward protocol error", err)
+	}
+	if got := after.TotalAlloc - before.TotalAlloc; got > 1<<20 {
+		t.Fatalf("reading 16 bytes of a request claiming %d allocated %d bytes", maxForwardPayload, got)
+	}
+}
+
+// TestForwardLostAnswerIsNoRefusal: once a request reached the leader, a
+// lost answer (or a leader that lost leadership after appending) leaves
+// the write perhaps committed: the follower says so (ErrOutcomeUnknown)
+// instead of an error its callers retry, applying the write twice. A
+// leader that never got the request is a plain ForwardError.
+func TestForwardLostAnswerIsNoRefusal(t *testing.T) {
+	ms := startMembers(t, 3)
+	_, followers := leaderOf(t, ms)
+	f := followers[0]
+	silent := listenLoopback(t)
+	t.Cleanup(func() { silent.Close() })
+	go func() {
+		for {
+			c, err := silent.Accept()
+			if err != nil {
+				return
+			}
+			magic := make([]byte, len(forwardMagic))
+			if _, err := io.ReadFull(c, magic); err == nil {
+				_, _ = readRequest(c) // taken, never answered
+			}
+			c.Close()
+		}
+	}()
+	unknown, reqs := fakeLeader(t, func() forwardResponse {
+		return forwardResponse{status: statusUnknown, message: "lease: raft leadership was lost before it was confirmed"}
+	})
+	data, err := proto.Marshal(&statev1.LogEntry{Kind: &statev1.LogEntry_SiteCommand{SiteCommand: []byte{}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for name, addr := range map[string]string{"silent": silent.Addr().String(), "unknown": unknown} {
+		_, err := f.node.forwardTo(ctx, addr, opApply, data)
+		var fe *ForwardError
+		if !errors.As(err, &fe) || !errors.Is(err, ErrOutcomeUnknown) {
+			t.Errorf("forward to a %s leader = %v; want a *ForwardError wrapping ErrOutcomeUnknown", name, err)
+		}
+	}
+	if len(reqs) != 1 {
+		t.Fatalf("the unknown-outcome leader got %d requests; want 1 (not sent again)", len(reqs))
+	}
+	closed := freeAddr(t) // nobody listens: the request never left
+	if _, err := f.node.forwardTo(ctx, closed, opApply, data); errors.Is(err, ErrOutcomeUnknown) || err == nil {
+		t.Fatalf("forward to an address nobody listens on = %v; want a plain failure", err)
+	}
+}
+
+// TestAwaitResultIsBounded: a caller without a deadline (a gRPC client that
+// set none) does not wait forever for an index this follower never applies
+// (cut off from the leader, or removed): applyTimeout bounds the wait.
+func TestAwaitResultIsBounded(t *testing.T) {
+	n := &Node{fsm: newFSM(site.NewState(), quietLog(), newSkippedCounter())}
+	done := make(chan error, 1)
+	go func() {
+		_, err := n.awaitResult(context.Background(), 42)
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "committed the write at index 42") {
+			t.Fatalf("awaitResult of an index never applied = %v; want the deadline, naming the index", err)
+		}
+	case <-time.After(applyTimeout + 5*time.Second):
+		t.Fatalf("awaitResult without a deadline still waiting after %s", applyTimeout+5*time.Second)
 	}
 }

@@ -1,6 +1,7 @@
 package lease
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -20,7 +21,7 @@ import (
 // All integers are big-endian. An apply carries a serialized LogEntry, a
 // membership change the raft address; a response carries the log index of
 // the change, and a message: the leader's address (statusNotLeader) or the
-// error (statusFailed).
+// error (statusFailed, statusUnknown).
 const (
 	forwardMagic = "SBF1"
 	// maxForwardPayload bounds a request: the admin API's largest request
@@ -46,6 +47,7 @@ const (
 	statusOK        forwardStatus = 0
 	statusNotLeader forwardStatus = 1 // message: the leader's address, or empty
 	statusFailed    forwardStatus = 2 // message: the error
+	statusUnknown   forwardStatus = 3 // appended but not confirmed (leadership lost); message: the error
 )
 
 type forwardRequest struct {
@@ -98,10 +100,13 @@ func readRequest(r io.Reader) (forwardRequest, error) {
 	if n > maxForwardPayload {
 		return forwardRequest{}, fmt.Errorf("%w: request of %d bytes; the limit is %d", errForwardFormat, n, maxForwardPayload)
 	}
-	req.payload = make([]byte, n)
-	if _, err := io.ReadFull(r, req.payload); err != nil {
+	// Memory grows with the bytes that arrive, not with the length the
+	// peer claims.
+	var payload bytes.Buffer
+	if _, err := io.CopyN(&payload, r, int64(n)); err != nil {
 		return forwardRequest{}, fmt.Errorf("%w: truncated request: %v", errForwardFormat, err)
 	}
+	req.payload = payload.Bytes()
 	return req, nil
 }
 
@@ -120,7 +125,7 @@ func readResponse(r io.Reader) (forwardResponse, error) {
 		return forwardResponse{}, err
 	}
 	resp := forwardResponse{status: forwardStatus(h[0]), index: binary.BigEndian.Uint64(h[1:9])}
-	if resp.status > statusFailed {
+	if resp.status > statusUnknown {
 		return forwardResponse{}, fmt.Errorf("%w: unknown status %d", errForwardFormat, h[0])
 	}
 	n := binary.BigEndian.Uint32(h[9:13])

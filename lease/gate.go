@@ -148,6 +148,23 @@ func (n *Node) renew(epoch, term uint64) bool {
 	return true
 }
 
+// verifyLeadership confirms that a quorum still follows this node in its
+// term, by a round trip begun after the caller read t0. In cluster mode it
+// commits a barrier entry: an entry appended now can only be committed by
+// followers that stored it in this term, so after t0, when none of them
+// could have voted for another leader yet. raft's VerifyLeader is not
+// enough there: it counts any answer to an AppendEntries that arrives
+// after it was asked, also one to a heartbeat sent up to the transport
+// timeout earlier, so a leader whose followers' answers travel slowly can
+// verify a leadership that a quorum gave up before t0, and keep its window
+// open beside the new holder's. A single voter has nobody to ask.
+func (n *Node) verifyLeadership() error {
+	if n.cfg.Mode != Cluster {
+		return n.raft.VerifyLeader().Error()
+	}
+	return n.raft.Barrier(n.cfg.TTL).Error()
+}
+
 // waitOrDone waits d and reports whether ctx is still live.
 func (n *Node) waitOrDone(ctx context.Context, d time.Duration) bool {
 	t := time.NewTimer(d)

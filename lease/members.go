@@ -81,6 +81,10 @@ func (n *Node) membership(ctx context.Context, op forwardOp, addr string) error 
 	if err := checkAddress(addr); err != nil {
 		return &AddressError{Address: addr, Reason: err.Error()}
 	}
+	if op == opAddVoter && !n.cfg.TLS.Set() && !isLoopbackBind(addr) {
+		return &AddressError{Address: addr, Reason: addr + " is not a loopback address and raft runs without TLS here: " +
+			"a voter on the network must be dialed with mutual TLS (lease.raft.tls.*)"}
+	}
 	if op == opRemoveServer && !n.hasMember(addr) {
 		return &AddressError{Address: addr, Reason: "no member has the raft address " + addr}
 	}
@@ -118,6 +122,9 @@ func (n *Node) changeMembers(op forwardOp, addr string, timeout time.Duration) (
 	}
 	if err := checkAddress(addr); err != nil {
 		return nil, &AddressError{Address: addr, Reason: err.Error()}
+	}
+	if op == opAddVoter && !n.cfg.TLS.Set() && !isLoopbackBind(addr) {
+		return nil, &AddressError{Address: addr, Reason: addr + " is not a loopback address and raft runs without TLS here"}
 	}
 	if op == opAddVoter {
 		return n.raft.AddVoter(raft.ServerID(addr), raft.ServerAddress(addr), 0, timeout), nil

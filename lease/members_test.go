@@ -101,3 +101,23 @@ func TestMembershipNeedsClusterMode(t *testing.T) {
 		t.Fatalf("standalone members %+v", got)
 	}
 }
+
+// TestPlainClusterAddsOnlyLoopbackVoters: a cluster without raft TLS takes
+// no voter at a site address, which it would dial in clear and trust
+// unverified; the configuration is left as it was.
+func TestPlainClusterAddsOnlyLoopbackVoters(t *testing.T) {
+	ms := startMembers(t, 3)
+	_, followers := leaderOf(t, ms)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	err := followers[0].node.AddVoter(ctx, "192.0.2.9:7390")
+	var ae *AddressError
+	if !errors.As(err, &ae) || !strings.Contains(ae.Reason, "TLS") {
+		t.Fatalf("AddVoter of a site address without TLS = %v; want an *AddressError about TLS", err)
+	}
+	for _, m := range ms {
+		if n := len(m.node.Members()); n != 3 {
+			t.Fatalf("%s has %d members after the refused AddVoter; want 3", m.addr, n)
+		}
+	}
+}

@@ -98,7 +98,7 @@ type Node struct {
 	skipped  prometheus.Counter
 	fences   *prometheus.CounterVec
 
-	// verify re-verifies raft leadership (raft.VerifyLeader); tests stall
+	// verify re-verifies raft leadership (verifyLeadership); tests stall
 	// it to stand for a paused process or a blocked disk.
 	verify func() error
 	// lastAtOpen is the last log index on disk when the node opened: a
@@ -116,6 +116,10 @@ type Node struct {
 }
 
 const applyTimeout = 10 * time.Second
+
+// MinTTL is the shortest lease ttl a Node takes (cluster mode needs more,
+// see the appliance's lease.ttl).
+const MinTTL = 100 * time.Millisecond
 
 // Open opens (or creates) the raft state in cfg.Dir and starts raft. A data
 // dir without raft state is bootstrapped: as a single voter (standalone and
@@ -153,7 +157,7 @@ func open(cfg Config, bootstrap bool) (*Node, error) {
 		return nil, err
 	}
 	close(n.fwd.started)
-	n.verify = func() error { return n.raft.VerifyLeader().Error() }
+	n.verify = n.verifyLeadership
 	if cfg.Registerer != nil {
 		if err := n.registerMetrics(cfg.Registerer); err != nil {
 			_ = n.Close()
@@ -185,6 +189,9 @@ func (cfg *Config) fill() error {
 		if _, err := CheckVoters(cfg.Advertise, cfg.Join); err != nil {
 			return err
 		}
+		if err := checkPlainVoters(cfg.Advertise, cfg.Join, cfg.TLS); err != nil {
+			return err
+		}
 	default:
 		return fmt.Errorf("lease: mode %q: want standalone, cluster or external", cfg.Mode)
 	}
@@ -199,6 +206,9 @@ func (cfg *Config) fill() error {
 	}
 	if cfg.TTL < 0 || cfg.Margin < 0 {
 		return errors.New("lease: TTL and Margin must not be negative")
+	}
+	if cfg.TTL < MinTTL {
+		return fmt.Errorf("lease: TTL %s is below %s: the holder renews every ttl/3", cfg.TTL, MinTTL)
 	}
 	return nil
 }
@@ -334,6 +344,30 @@ func CheckVoters(advertise string, join []string) ([]string, error) {
 	return nil, &TransportError{Field: "join", Reason: fmt.Sprintf("gives %d voters; a site runs 3 or 5 (more make every write slower and add nothing needed here)", len(voters))}
 }
 
+// checkPlainVoters holds the loopback rule of CheckTransport for every
+// voter address when raft runs without TLS: an advertised address that is
+// not loopback would let the others, and whoever else is on that network,
+// reach this plain raft port through a forward; a join address that is not
+// loopback would be sent the site state in clear and trusted unverified.
+func checkPlainVoters(advertise string, join []string, files TLSFiles) error {
+	if files.Set() {
+		return nil
+	}
+	reason := func(a string) string {
+		return fmt.Sprintf("%q is not a loopback address and raft TLS is not configured: peers on the network must "+
+			"authenticate each other, so set tls.ca, tls.cert and tls.key (plain TCP raft is for tests, on loopback only)", a)
+	}
+	if !isLoopbackBind(advertise) {
+		return &TransportError{Field: "advertise", Reason: reason(advertise)}
+	}
+	for i, j := range join {
+		if !isLoopbackBind(j) {
+			return &TransportError{Field: fmt.Sprintf("join[%d]", i), Reason: reason(j)}
+		}
+	}
+	return nil
+}
+
 // checkRaftAddress accepts host:port with a host and a port 1..65535.
 func checkRaftAddress(a string) error {
 	host, port, err := net.SplitHostPort(a)
@@ -371,7 +405,8 @@ func (n *Node) transport() (raft.Transport, error) {
 			"a raft port others can reach needs TLS (lease.raft.tls.*)", "bind", ln.Addr().String())
 	}
 	sl := newStreamLayer(ln, streamConfig{tls: peer, refusals: n.refusals,
-		handshakeTimeout: handshakeTimeout, maxConns: maxPeerConns, maxHandshakes: maxHandshakes, forward: n.serveForward})
+		handshakeTimeout: handshakeTimeout, maxConns: maxPeerConns, maxHandshakes: maxHandshakes, maxHandshakesPerHost: maxHandshakesPerHost,
+		forward: n.serveForward})
 	n.fwd.stream = sl
 	var stream raft.StreamLayer = sl
 	if n.cfg.Mode == Cluster {
@@ -472,9 +507,13 @@ func (n *Node) apply(ctx context.Context, data []byte) (any, error) {
 
 func (n *Node) applyError(err error) error {
 	switch {
-	case errors.Is(err, raft.ErrNotLeader), errors.Is(err, raft.ErrLeadershipLost):
+	case errors.Is(err, raft.ErrNotLeader):
 		_, id := n.raft.LeaderWithID()
 		return &NotLeaderError{Leader: string(id)}
+	case errors.Is(err, raft.ErrLeadershipLost):
+		// Appended, perhaps committed: not a refusal a caller may simply
+		// retry.
+		return fmt.Errorf("%w (raft leadership was lost before it was confirmed)", ErrOutcomeUnknown)
 	case errors.Is(err, raft.ErrRaftShutdown):
 		return ErrShutdown
 	case errors.Is(err, raft.ErrEnqueueTimeout):

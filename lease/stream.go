@@ -25,6 +25,11 @@ const (
 	// maxHandshakes bounds the inbound connections still in their TLS
 	// handshake: what someone without a certificate can hold.
 	maxHandshakes = 16
+	// maxHandshakesPerHost bounds them per remote host, so that one host
+	// without a certificate, opening connections and sending nothing,
+	// cannot hold every handshake place and keep the voters from
+	// reconnecting to each other.
+	maxHandshakesPerHost = 4
 )
 
 // streamLayer is the raft transport's network: TCP, with mutual TLS unless
@@ -45,11 +50,13 @@ type streamLayer struct {
 
 	accepted   chan net.Conn
 	handshakes chan struct{} // a token per handshake under way
+	perHost    int           // the bound on handshakes per remote host
 	done       chan struct{}
 	wg         sync.WaitGroup
 
 	mu     sync.Mutex
 	conns  map[net.Conn]struct{} // every inbound connection open
+	hosts  map[string]int        // handshakes under way by remote host
 	max    int
 	closed bool
 }
@@ -62,6 +69,9 @@ type streamConfig struct {
 	handshakeTimeout time.Duration
 	maxConns         int
 	maxHandshakes    int
+	// maxHandshakesPerHost bounds the handshakes of one remote host
+	// (maxHandshakes if zero).
+	maxHandshakesPerHost int
 	// forward serves a connection that opened with forwardMagic (the
 	// first byte already read); nil refuses such connections.
 	forward func(context.Context, net.Conn)
@@ -74,8 +84,13 @@ func newStreamLayer(ln net.Listener, cfg streamConfig) *streamLayer {
 		handshakes: make(chan struct{}, cfg.maxHandshakes),
 		done:       make(chan struct{}),
 		conns:      make(map[net.Conn]struct{}),
+		hosts:      make(map[string]int),
+		perHost:    cfg.maxHandshakesPerHost,
 		max:        cfg.maxConns,
 		forward:    cfg.forward,
+	}
+	if s.perHost <= 0 {
+		s.perHost = cfg.maxHandshakes
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	if cfg.tls != nil {
@@ -114,21 +129,57 @@ func (s *streamLayer) admit(c net.Conn) {
 		_ = c.Close()
 		return
 	}
+	host := remoteHost(c)
+	if !s.startHandshake(host) {
+		s.refuse.refused(c.RemoteAddr(), reasonHandshakeLimit, fmt.Errorf("%d handshakes under way from %s", s.perHost, host))
+		s.untrack(c)
+		return
+	}
 	select {
 	case s.handshakes <- struct{}{}:
 	default:
+		s.endHandshake(host)
 		s.refuse.refused(c.RemoteAddr(), reasonHandshakeLimit, fmt.Errorf("%d handshakes under way", cap(s.handshakes)))
 		s.untrack(c)
 		return
 	}
 	s.wg.Add(1)
-	go s.handshake(c)
+	go s.handshake(c, host)
 }
 
-func (s *streamLayer) handshake(raw net.Conn) {
+// remoteHost is the host of a connection's remote address.
+func remoteHost(c net.Conn) string {
+	a := c.RemoteAddr().String()
+	if h, _, err := net.SplitHostPort(a); err == nil {
+		return h
+	}
+	return a
+}
+
+// startHandshake takes one of host's handshake places.
+func (s *streamLayer) startHandshake(host string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.hosts[host] >= s.perHost {
+		return false
+	}
+	s.hosts[host]++
+	return true
+}
+
+func (s *streamLayer) endHandshake(host string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.hosts[host]--; s.hosts[host] <= 0 {
+		delete(s.hosts, host)
+	}
+}
+
+func (s *streamLayer) handshake(raw net.Conn, host string) {
 	defer s.wg.Done()
 	conn, err := s.secure(raw)
 	<-s.handshakes
+	s.endHandshake(host)
 	if err != nil {
 		select {
 		case <-s.done: // closing: not the peer's doing

@@ -233,3 +233,54 @@ func TestRefusalLogIsRateLimited(t *testing.T) {
 		t.Errorf("counted %v not_tls refusals; want 6 (every one, logged or not)", got)
 	}
 }
+
+// TestStreamHandshakesPerHost: one host without a certificate, opening
+// connections and sending nothing, holds at most its share of the
+// handshake places; a site peer from another host still gets through.
+func TestStreamHandshakesPerHost(t *testing.T) {
+	ca := newTestCA(t, "ca")
+	ref := newRefusals(quietLog(), time.Now)
+	s := newStreamLayer(listenLoopback(t), streamConfig{tls: loadTestTLS(t, ca), refusals: ref,
+		handshakeTimeout: 5 * time.Second, maxConns: 16, maxHandshakes: 4, maxHandshakesPerHost: 2})
+	t.Cleanup(func() { _ = s.Close() })
+	stranger := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 2)}}
+	for range 4 {
+		c, err := stranger.Dial("tcp", s.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+	}
+	waitFor(t, func() bool { return len(s.handshakes)+int(count(ref, reasonHandshakeLimit)) == 4 })
+	cert := ca.keyPair(t, "appliance-2", leafOpts{})
+	roots := x509.NewCertPool()
+	roots.AppendCertsFromPEM(ca.PEM)
+	peer, err := tls.DialWithDialer(&net.Dialer{Timeout: 2 * time.Second}, "tcp", s.Addr().String(),
+		&tls.Config{Certificates: []tls.Certificate{cert}, RootCAs: roots, ServerName: "127.0.0.1", MinVersion: tls.VersionTLS13})
+	if err != nil {
+		t.Fatalf("a site peer could not connect while a stranger held handshakes: %v", err)
+	}
+	defer peer.Close()
+	if _, err := peer.Write([]byte{0}); err != nil { // raft's first byte
+		t.Fatal(err)
+	}
+	accepted := make(chan error, 1)
+	go func() {
+		c, err := s.Accept()
+		if err == nil {
+			c.Close()
+		}
+		accepted <- err
+	}()
+	select {
+	case err := <-accepted:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(3 * time.Second):
+		t.Fatal("the site peer's connection never reached raft")
+	}
+	if got := count(ref, reasonHandshakeLimit); got != 2 {
+		t.Fatalf("refused handshake_limit = %v; want 2 (the stranger's connections past its 2)", got)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/siteboot/siteboot/site"
 )
@@ -92,5 +93,55 @@ func TestOpenRefusesTransport(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestClusterPlainRaftStaysOnLoopback: without TLS every voter address must
+// be loopback too, not only the bind address: an advertised site address
+// would have the others reach a plain raft port from the network (through
+// a port forward), and a plain join address would send the site state in
+// clear to whoever answers there.
+func TestClusterPlainRaftStaysOnLoopback(t *testing.T) {
+	tests := []struct {
+		name      string
+		advertise string
+		join      []string
+		field     string
+	}{
+		{"advertised site address", "192.0.2.1:7390", []string{"127.0.0.1:7391", "127.0.0.1:7392"}, "advertise"},
+		{"site address to join", "127.0.0.1:7390", []string{"127.0.0.1:7391", "192.0.2.3:7390"}, "join[1]"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "raft")
+			n, err := Open(Config{Mode: Cluster, Dir: dir, ID: "appliance-1", Bind: "127.0.0.1:0", Advertise: tt.advertise,
+				Join: tt.join, StateMachine: site.NewState(), Logger: quietLog()})
+			if err == nil {
+				n.Close()
+			}
+			te, ok := errors.AsType[*TransportError](err)
+			if !ok || te.Field != tt.field || !strings.Contains(te.Reason, "raft TLS is not configured") {
+				t.Fatalf("Open = %v; want a *TransportError on %s saying raft TLS is not configured", err, tt.field)
+			}
+			if _, err := os.Stat(dir); !os.IsNotExist(err) {
+				t.Fatalf("the refused Open created the data dir (%v)", err)
+			}
+		})
+	}
+}
+
+// TestOpenRefusesATTLTooShortToRenew: the holder renews every ttl/3, so a
+// ttl of a few nanoseconds is refused at Open rather than taken (it made
+// Run panic on a ticker of 0).
+func TestOpenRefusesATTLTooShortToRenew(t *testing.T) {
+	for _, ttl := range []time.Duration{2 * time.Nanosecond, 99 * time.Millisecond} {
+		n, err := Open(Config{Dir: t.TempDir(), ID: "appliance-1", TTL: ttl, StateMachine: site.NewState(), Logger: quietLog()})
+		if err == nil {
+			n.Close()
+			t.Fatalf("Open with ttl %s succeeded; want a refusal", ttl)
+		}
+		if !strings.Contains(err.Error(), "TTL") {
+			t.Fatalf("Open with ttl %s = %v; want an error naming the TTL", ttl, err)
+		}
 	}
 }

@@ -180,6 +180,7 @@ func TestLeaseConfigErrorsNameTheKey(t *testing.T) {
 		{"standalone with join", "lease:\n  raft:\n    join: [127.0.0.1:7391, 127.0.0.1:7392]\n", nil, "lease.raft.join: lists other voters, but lease.mode standalone runs a single voter"},
 		{"external with join", "lease:\n  mode: external\n  raft:\n    join: [127.0.0.1:7391]\n", nil, "lease.raft.join: lists other voters, but lease.mode external"},
 		{"negative margin", "", map[string]string{"SITEBOOT_LEASE_MARGIN": "-1s"}, "lease.margin: must not be negative"},
+		{"ttl too short to renew", "lease:\n  ttl: 2ns\n", nil, "lease.ttl: 2ns: must be at least 100ms"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
