@@ -444,6 +444,16 @@ func (n *Node) raftConfig() *raft.Config {
 		conf.ElectionTimeout = 150 * time.Millisecond
 		conf.LeaderLeaseTimeout = 100 * time.Millisecond
 	}
+	if n.cfg.Mode == Cluster {
+		// A failover costs the time to notice the leader is gone plus
+		// ttl + margin; raft's 1 s defaults (meant for WANs) make the first
+		// part 1-3 s. Voters of one site sit on one LAN: half of that
+		// notices a dead holder within about a second and still leaves
+		// heartbeats (every HeartbeatTimeout/10) many tries per timeout.
+		conf.HeartbeatTimeout = 500 * time.Millisecond
+		conf.ElectionTimeout = 500 * time.Millisecond
+		conf.LeaderLeaseTimeout = 250 * time.Millisecond
+	}
 	if n.cfg.HeartbeatTimeout > 0 {
 		conf.HeartbeatTimeout = n.cfg.HeartbeatTimeout
 		conf.LeaderLeaseTimeout = n.cfg.HeartbeatTimeout / 2
