@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -79,6 +80,23 @@ func TestREADMEClusterConfigs(t *testing.T) {
 			}
 		}
 	}
+	// An image added through a follower is pulled by every member on its
+	// own, so the one that takes over finds it READY.
+	iso := bytes.Repeat([]byte("siteboot cluster iso "), 20000)
+	isoHex := hexDigest(iso)
+	o := origin(t, map[string][]byte{"a.iso": iso})
+	mustCLI(t, apps[follower].cfg.Admin.Socket, "image", "add", "--url", o.URL+"/a.iso", "--sha256", isoHex, "--format", "iso")
+	for i, a := range apps {
+		for end := time.Now().Add(20 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+			ls := mustCLI(t, a.cfg.Admin.Socket, "image", "ls")
+			if imageLine(ls, isoHex[:16], "ready") {
+				break
+			}
+			if time.Now().After(end) {
+				t.Fatalf("boot-%d did not pull the image added through boot-%d:\n%s", i+1, follower+1, ls)
+			}
+		}
+	}
 	if got := leaseStatusJSON(t, apps[follower].cfg.Admin.Socket); len(got.Members) != 3 {
 		t.Errorf("lease status on a follower lists %d members, want 3: %+v", len(got.Members), got.Members)
 	}
@@ -113,4 +131,14 @@ func freeLoopbackPort(t *testing.T) int {
 	}
 	t.Fatal("no port free on 127.0.0.1-3")
 	return 0
+}
+
+// imageLine reports whether a line of `image ls` holds both prefix and state.
+func imageLine(ls, prefix, state string) bool {
+	for _, line := range strings.Split(ls, "\n") {
+		if strings.Contains(line, prefix) && strings.Contains(line, state) {
+			return true
+		}
+	}
+	return false
 }
