@@ -1,5 +1,12 @@
 package e2e
 
+// This file is the lease checker, not a test of its own: checkLease returns
+// the violations it finds, and every caller fails on any
+// (TestLeaseFaults, TestLeaseClusterBasics, TestBenchFailover;
+// TestProbeCatchesStandaloneDoubleAnswers fails when the expected ones are
+// missing). Its rules are tested in lease_check_unit_test.go, on synthetic
+// runs that must pass and runs that must fail.
+
 import (
 	"fmt"
 	"sort"
