@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -86,7 +87,12 @@ func TestLeaseClusterOfThreeAppliances(t *testing.T) {
 	apps[holder].stop()
 	stopped[holder] = true
 	next := waitHolder(t, apps, holder)
-	if got := leaseStatusJSON(t, apps[next].cfg.Admin.Socket); got.Epoch <= epoch || got.Holder != apps[next].cfg.NodeID {
+	// protojson writes a uint64 as a string: compare numbers, not text
+	// ("10" < "9").
+	got := leaseStatusJSON(t, apps[next].cfg.Admin.Socket)
+	before, err1 := strconv.ParseUint(epoch, 10, 64)
+	after, err2 := strconv.ParseUint(got.Epoch, 10, 64)
+	if err1 != nil || err2 != nil || after <= before || got.Holder != apps[next].cfg.NodeID {
 		t.Fatalf("new holder: %+v; want an epoch above %s held by %s", got, epoch, apps[next].cfg.NodeID)
 	}
 }
