@@ -2526,7 +2526,7 @@ const file_siteboot_v1_siteboot_proto_rawDesc = "" +
 	"\x05valid\x18\x01 \x01(\bR\x05valid\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\x12G\n" +
 	"\tassertion\x18\x03 \x01(\v2).bettercompute.site.v1.DiscoveryAssertionR\tassertion\x12\x15\n" +
-	"\x06key_id\x18\x04 \x01(\tR\x05keyId2\xb2\f\n" +
+	"\x06key_id\x18\x04 \x01(\tR\x05keyId2\xf9\r\n" +
 	"\bSiteBoot\x12Y\n" +
 	"\x0ePrepareRamdisk\x12\".siteboot.v1.PrepareRamdiskRequest\x1a#.siteboot.v1.PrepareRamdiskResponse\x12R\n" +
 	"\aCleanUp\x12).bettercompute.site.v1.BootCleanUpRequest\x1a\x1c.siteboot.v1.CleanUpResponse\x12P\n" +
@@ -2548,7 +2548,9 @@ const file_siteboot_v1_siteboot_proto_rawDesc = "" +
 	"\vListMembers\x12\x1f.siteboot.v1.ListMembersRequest\x1a .siteboot.v1.ListMembersResponse\x12J\n" +
 	"\tAddMember\x12\x1d.siteboot.v1.AddMemberRequest\x1a\x1e.siteboot.v1.AddMemberResponse\x12S\n" +
 	"\fRemoveMember\x12 .siteboot.v1.RemoveMemberRequest\x1a!.siteboot.v1.RemoveMemberResponse\x12\\\n" +
-	"\x0fVerifyAssertion\x12#.siteboot.v1.VerifyAssertionRequest\x1a$.siteboot.v1.VerifyAssertionResponseB\xa6\x01\n" +
+	"\x0fVerifyAssertion\x12#.siteboot.v1.VerifyAssertionRequest\x1a$.siteboot.v1.VerifyAssertionResponse\x12e\n" +
+	"\fBmcOperation\x12*.bettercompute.site.v1.BmcOperationRequest\x1a).bettercompute.site.v1.BmcOperationResult\x12^\n" +
+	"\tHttpProxy\x12'.bettercompute.site.v1.HttpProxyRequest\x1a(.bettercompute.site.v1.HttpProxyResponseB\xa6\x01\n" +
 	"\x0fcom.siteboot.v1B\rSitebootProtoP\x01Z7github.com/siteboot/siteboot/gen/siteboot/v1;sitebootv1\xa2\x02\x03SXX\xaa\x02\vSiteboot.V1\xca\x02\vSiteboot\\V1\xe2\x02\x17Siteboot\\V1\\GPBMetadata\xea\x02\fSiteboot::V1b\x06proto3"
 
 var (
@@ -2615,7 +2617,11 @@ var file_siteboot_v1_siteboot_proto_goTypes = []any{
 	(v11.CachedImageState)(0),       // 47: bettercompute.agent.v1.CachedImageState
 	(*v1.DiscoveryAssertion)(nil),   // 48: bettercompute.site.v1.DiscoveryAssertion
 	(*v1.BootCleanUpRequest)(nil),   // 49: bettercompute.site.v1.BootCleanUpRequest
-	(*v1.IpxeScript)(nil),           // 50: bettercompute.site.v1.IpxeScript
+	(*v1.BmcOperationRequest)(nil),  // 50: bettercompute.site.v1.BmcOperationRequest
+	(*v1.HttpProxyRequest)(nil),     // 51: bettercompute.site.v1.HttpProxyRequest
+	(*v1.IpxeScript)(nil),           // 52: bettercompute.site.v1.IpxeScript
+	(*v1.BmcOperationResult)(nil),   // 53: bettercompute.site.v1.BmcOperationResult
+	(*v1.HttpProxyResponse)(nil),    // 54: bettercompute.site.v1.HttpProxyResponse
 }
 var file_siteboot_v1_siteboot_proto_depIdxs = []int32{
 	39, // 0: siteboot.v1.PrepareRamdiskRequest.entries:type_name -> bettercompute.site.v1.ProxyDhcpEntry
@@ -2667,27 +2673,31 @@ var file_siteboot_v1_siteboot_proto_depIdxs = []int32{
 	33, // 46: siteboot.v1.SiteBoot.AddMember:input_type -> siteboot.v1.AddMemberRequest
 	35, // 47: siteboot.v1.SiteBoot.RemoveMember:input_type -> siteboot.v1.RemoveMemberRequest
 	37, // 48: siteboot.v1.SiteBoot.VerifyAssertion:input_type -> siteboot.v1.VerifyAssertionRequest
-	1,  // 49: siteboot.v1.SiteBoot.PrepareRamdisk:output_type -> siteboot.v1.PrepareRamdiskResponse
-	3,  // 50: siteboot.v1.SiteBoot.CleanUp:output_type -> siteboot.v1.CleanUpResponse
-	5,  // 51: siteboot.v1.SiteBoot.ListEntries:output_type -> siteboot.v1.ListEntriesResponse
-	7,  // 52: siteboot.v1.SiteBoot.GetStatus:output_type -> siteboot.v1.GetStatusResponse
-	11, // 53: siteboot.v1.SiteBoot.ListDiscovered:output_type -> siteboot.v1.ListDiscoveredResponse
-	50, // 54: siteboot.v1.SiteBoot.RenderScript:output_type -> bettercompute.site.v1.IpxeScript
-	50, // 55: siteboot.v1.SiteBoot.PreviewScript:output_type -> bettercompute.site.v1.IpxeScript
-	14, // 56: siteboot.v1.SiteBoot.ApplySiteSpec:output_type -> siteboot.v1.ApplySiteSpecResponse
-	16, // 57: siteboot.v1.SiteBoot.GetSiteSpec:output_type -> siteboot.v1.GetSiteSpecResponse
-	18, // 58: siteboot.v1.SiteBoot.AddImage:output_type -> siteboot.v1.AddImageResponse
-	20, // 59: siteboot.v1.SiteBoot.ListImages:output_type -> siteboot.v1.ListImagesResponse
-	23, // 60: siteboot.v1.SiteBoot.RemoveImage:output_type -> siteboot.v1.RemoveImageResponse
-	25, // 61: siteboot.v1.SiteBoot.PullImages:output_type -> siteboot.v1.PullImagesResponse
-	27, // 62: siteboot.v1.SiteBoot.GetLease:output_type -> siteboot.v1.LeaseStatus
-	30, // 63: siteboot.v1.SiteBoot.UpdateLease:output_type -> siteboot.v1.UpdateLeaseResponse
-	32, // 64: siteboot.v1.SiteBoot.ListMembers:output_type -> siteboot.v1.ListMembersResponse
-	34, // 65: siteboot.v1.SiteBoot.AddMember:output_type -> siteboot.v1.AddMemberResponse
-	36, // 66: siteboot.v1.SiteBoot.RemoveMember:output_type -> siteboot.v1.RemoveMemberResponse
-	38, // 67: siteboot.v1.SiteBoot.VerifyAssertion:output_type -> siteboot.v1.VerifyAssertionResponse
-	49, // [49:68] is the sub-list for method output_type
-	30, // [30:49] is the sub-list for method input_type
+	50, // 49: siteboot.v1.SiteBoot.BmcOperation:input_type -> bettercompute.site.v1.BmcOperationRequest
+	51, // 50: siteboot.v1.SiteBoot.HttpProxy:input_type -> bettercompute.site.v1.HttpProxyRequest
+	1,  // 51: siteboot.v1.SiteBoot.PrepareRamdisk:output_type -> siteboot.v1.PrepareRamdiskResponse
+	3,  // 52: siteboot.v1.SiteBoot.CleanUp:output_type -> siteboot.v1.CleanUpResponse
+	5,  // 53: siteboot.v1.SiteBoot.ListEntries:output_type -> siteboot.v1.ListEntriesResponse
+	7,  // 54: siteboot.v1.SiteBoot.GetStatus:output_type -> siteboot.v1.GetStatusResponse
+	11, // 55: siteboot.v1.SiteBoot.ListDiscovered:output_type -> siteboot.v1.ListDiscoveredResponse
+	52, // 56: siteboot.v1.SiteBoot.RenderScript:output_type -> bettercompute.site.v1.IpxeScript
+	52, // 57: siteboot.v1.SiteBoot.PreviewScript:output_type -> bettercompute.site.v1.IpxeScript
+	14, // 58: siteboot.v1.SiteBoot.ApplySiteSpec:output_type -> siteboot.v1.ApplySiteSpecResponse
+	16, // 59: siteboot.v1.SiteBoot.GetSiteSpec:output_type -> siteboot.v1.GetSiteSpecResponse
+	18, // 60: siteboot.v1.SiteBoot.AddImage:output_type -> siteboot.v1.AddImageResponse
+	20, // 61: siteboot.v1.SiteBoot.ListImages:output_type -> siteboot.v1.ListImagesResponse
+	23, // 62: siteboot.v1.SiteBoot.RemoveImage:output_type -> siteboot.v1.RemoveImageResponse
+	25, // 63: siteboot.v1.SiteBoot.PullImages:output_type -> siteboot.v1.PullImagesResponse
+	27, // 64: siteboot.v1.SiteBoot.GetLease:output_type -> siteboot.v1.LeaseStatus
+	30, // 65: siteboot.v1.SiteBoot.UpdateLease:output_type -> siteboot.v1.UpdateLeaseResponse
+	32, // 66: siteboot.v1.SiteBoot.ListMembers:output_type -> siteboot.v1.ListMembersResponse
+	34, // 67: siteboot.v1.SiteBoot.AddMember:output_type -> siteboot.v1.AddMemberResponse
+	36, // 68: siteboot.v1.SiteBoot.RemoveMember:output_type -> siteboot.v1.RemoveMemberResponse
+	38, // 69: siteboot.v1.SiteBoot.VerifyAssertion:output_type -> siteboot.v1.VerifyAssertionResponse
+	53, // 70: siteboot.v1.SiteBoot.BmcOperation:output_type -> bettercompute.site.v1.BmcOperationResult
+	54, // 71: siteboot.v1.SiteBoot.HttpProxy:output_type -> bettercompute.site.v1.HttpProxyResponse
+	51, // [51:72] is the sub-list for method output_type
+	30, // [30:51] is the sub-list for method input_type
 	30, // [30:30] is the sub-list for extension type_name
 	30, // [30:30] is the sub-list for extension extendee
 	0,  // [0:30] is the sub-list for field type_name

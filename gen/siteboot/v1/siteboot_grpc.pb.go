@@ -42,6 +42,8 @@ const (
 	SiteBoot_AddMember_FullMethodName       = "/siteboot.v1.SiteBoot/AddMember"
 	SiteBoot_RemoveMember_FullMethodName    = "/siteboot.v1.SiteBoot/RemoveMember"
 	SiteBoot_VerifyAssertion_FullMethodName = "/siteboot.v1.SiteBoot/VerifyAssertion"
+	SiteBoot_BmcOperation_FullMethodName    = "/siteboot.v1.SiteBoot/BmcOperation"
+	SiteBoot_HttpProxy_FullMethodName       = "/siteboot.v1.SiteBoot/HttpProxy"
 )
 
 // SiteBootClient is the client API for SiteBoot service.
@@ -114,6 +116,30 @@ type SiteBootClient interface {
 	// bc.assertion= in a script: signature, key id, expiry and epoch, against
 	// the keys of the site's members (or the JWKS given).
 	VerifyAssertion(ctx context.Context, in *VerifyAssertionRequest, opts ...grpc.CallOption) (*VerifyAssertionResponse, error)
+	// BmcOperation runs one operation on a BMC through bmclib with the named
+	// driver only. The BMC's address must lie in the appliance's bmc.networks;
+	// the credentials are read from credentials_ref and never echoed. Every
+	// failure of the operation itself, a refused target included, is a result
+	// with ok false and a stable lowercase error_code ("forbidden-target",
+	// "invalid-args", "unreachable", "auth-failed", "unsupported", "timeout",
+	// "busy", "credentials-unavailable", "pin-mismatch", "bmc-error"); only a
+	// call the appliance cannot take (not yet started, refused caller) is a
+	// gRPC error.
+	BmcOperation(ctx context.Context, in *v1.BmcOperationRequest, opts ...grpc.CallOption) (*v1.BmcOperationResult, error)
+	// HttpProxy makes one HTTP request to an address of target_node_id from
+	// the site spec's proxy_targets (site.httpProxy), under the contract's
+	// rules: the host checked and resolved once, the checked IP dialled, https
+	// unless the address is in httpproxy.provisioning_networks, no redirects,
+	// a response cap with truncated, a timeout and an optional SPKI pin. Any
+	// status the target answers, 3xx and 5xx included, is a response. A
+	// request that is refused or fails is a gRPC error whose message starts
+	// with the same kind of stable code and whose google.rpc.ErrorInfo reason
+	// is that code: "forbidden-target" (PERMISSION_DENIED), "invalid-args"
+	// (INVALID_ARGUMENT), "unreachable" (UNAVAILABLE), "timeout"
+	// (DEADLINE_EXCEEDED), "pin-mismatch" and "tls-failed"
+	// (FAILED_PRECONDITION), "credentials-unavailable" (FAILED_PRECONDITION),
+	// "busy" (RESOURCE_EXHAUSTED).
+	HttpProxy(ctx context.Context, in *v1.HttpProxyRequest, opts ...grpc.CallOption) (*v1.HttpProxyResponse, error)
 }
 
 type siteBootClient struct {
@@ -323,6 +349,26 @@ func (c *siteBootClient) VerifyAssertion(ctx context.Context, in *VerifyAssertio
 	return out, nil
 }
 
+func (c *siteBootClient) BmcOperation(ctx context.Context, in *v1.BmcOperationRequest, opts ...grpc.CallOption) (*v1.BmcOperationResult, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(v1.BmcOperationResult)
+	err := c.cc.Invoke(ctx, SiteBoot_BmcOperation_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *siteBootClient) HttpProxy(ctx context.Context, in *v1.HttpProxyRequest, opts ...grpc.CallOption) (*v1.HttpProxyResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(v1.HttpProxyResponse)
+	err := c.cc.Invoke(ctx, SiteBoot_HttpProxy_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // SiteBootServer is the server API for SiteBoot service.
 // All implementations must embed UnimplementedSiteBootServer
 // for forward compatibility.
@@ -393,6 +439,30 @@ type SiteBootServer interface {
 	// bc.assertion= in a script: signature, key id, expiry and epoch, against
 	// the keys of the site's members (or the JWKS given).
 	VerifyAssertion(context.Context, *VerifyAssertionRequest) (*VerifyAssertionResponse, error)
+	// BmcOperation runs one operation on a BMC through bmclib with the named
+	// driver only. The BMC's address must lie in the appliance's bmc.networks;
+	// the credentials are read from credentials_ref and never echoed. Every
+	// failure of the operation itself, a refused target included, is a result
+	// with ok false and a stable lowercase error_code ("forbidden-target",
+	// "invalid-args", "unreachable", "auth-failed", "unsupported", "timeout",
+	// "busy", "credentials-unavailable", "pin-mismatch", "bmc-error"); only a
+	// call the appliance cannot take (not yet started, refused caller) is a
+	// gRPC error.
+	BmcOperation(context.Context, *v1.BmcOperationRequest) (*v1.BmcOperationResult, error)
+	// HttpProxy makes one HTTP request to an address of target_node_id from
+	// the site spec's proxy_targets (site.httpProxy), under the contract's
+	// rules: the host checked and resolved once, the checked IP dialled, https
+	// unless the address is in httpproxy.provisioning_networks, no redirects,
+	// a response cap with truncated, a timeout and an optional SPKI pin. Any
+	// status the target answers, 3xx and 5xx included, is a response. A
+	// request that is refused or fails is a gRPC error whose message starts
+	// with the same kind of stable code and whose google.rpc.ErrorInfo reason
+	// is that code: "forbidden-target" (PERMISSION_DENIED), "invalid-args"
+	// (INVALID_ARGUMENT), "unreachable" (UNAVAILABLE), "timeout"
+	// (DEADLINE_EXCEEDED), "pin-mismatch" and "tls-failed"
+	// (FAILED_PRECONDITION), "credentials-unavailable" (FAILED_PRECONDITION),
+	// "busy" (RESOURCE_EXHAUSTED).
+	HttpProxy(context.Context, *v1.HttpProxyRequest) (*v1.HttpProxyResponse, error)
 	mustEmbedUnimplementedSiteBootServer()
 }
 
@@ -459,6 +529,12 @@ func (UnimplementedSiteBootServer) RemoveMember(context.Context, *RemoveMemberRe
 }
 func (UnimplementedSiteBootServer) VerifyAssertion(context.Context, *VerifyAssertionRequest) (*VerifyAssertionResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method VerifyAssertion not implemented")
+}
+func (UnimplementedSiteBootServer) BmcOperation(context.Context, *v1.BmcOperationRequest) (*v1.BmcOperationResult, error) {
+	return nil, status.Error(codes.Unimplemented, "method BmcOperation not implemented")
+}
+func (UnimplementedSiteBootServer) HttpProxy(context.Context, *v1.HttpProxyRequest) (*v1.HttpProxyResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method HttpProxy not implemented")
 }
 func (UnimplementedSiteBootServer) mustEmbedUnimplementedSiteBootServer() {}
 func (UnimplementedSiteBootServer) testEmbeddedByValue()                  {}
@@ -816,6 +892,42 @@ func _SiteBoot_VerifyAssertion_Handler(srv interface{}, ctx context.Context, dec
 	return interceptor(ctx, in, info, handler)
 }
 
+func _SiteBoot_BmcOperation_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(v1.BmcOperationRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SiteBootServer).BmcOperation(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: SiteBoot_BmcOperation_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SiteBootServer).BmcOperation(ctx, req.(*v1.BmcOperationRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _SiteBoot_HttpProxy_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(v1.HttpProxyRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SiteBootServer).HttpProxy(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: SiteBoot_HttpProxy_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SiteBootServer).HttpProxy(ctx, req.(*v1.HttpProxyRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // SiteBoot_ServiceDesc is the grpc.ServiceDesc for SiteBoot service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -894,6 +1006,14 @@ var SiteBoot_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "VerifyAssertion",
 			Handler:    _SiteBoot_VerifyAssertion_Handler,
+		},
+		{
+			MethodName: "BmcOperation",
+			Handler:    _SiteBoot_BmcOperation_Handler,
+		},
+		{
+			MethodName: "HttpProxy",
+			Handler:    _SiteBoot_HttpProxy_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{
