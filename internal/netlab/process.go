@@ -59,13 +59,29 @@ func (l *Lab) start(ns, label, name string, args ...string) *Process {
 	if err != nil {
 		l.t.Fatalf("netlab: %v", err)
 	}
+	l.stopAtCleanup(p)
+	return p
+}
+
+// stopAtCleanup stops p when the test ends and, if it failed, logs the
+// tail of p's output.
+func (l *Lab) stopAtCleanup(p *Process) {
 	l.t.Cleanup(func() {
 		p.Stop()
 		if l.t.Failed() {
-			l.t.Logf("netlab: %s log (last 4 KiB):\n%s", label, tail(p.Output(), 4096))
+			l.t.Logf("netlab: %s log (last 4 KiB):\n%s", p.name, tail(p.Output(), 4096))
 		}
 	})
-	return p
+}
+
+// Command returns name with args made to run inside the host's namespace,
+// in a pid namespace of its own that dies with the test binary, for a
+// caller that starts and waits on the process itself (a harness owning
+// its daemon). The lab's teardown kills it if the caller did not.
+func (h *Host) Command(name string, args ...string) *exec.Cmd {
+	cmd := exec.Command("unshare", supervised(h.ns, name, args)...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	return cmd
 }
 
 func (l *Lab) startProcess(ns, label, name string, args ...string) (*Process, error) {

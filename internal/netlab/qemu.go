@@ -78,12 +78,28 @@ type VM struct {
 // through it. Require NeedsVM(cfg.Firmware) first.
 func (l *Lab) StartVM(cfg VMConfig) *VM {
 	l.t.Helper()
+	vm, err := l.LaunchVM(cfg)
+	if err != nil {
+		l.t.Fatalf("netlab: %v", err)
+	}
+	return vm
+}
+
+// LaunchVM is StartVM returning its error instead of failing the test, for
+// callers outside the test's goroutine (a simulated BMC's chassis powering
+// a machine on). The lab still kills the VM at the end of the test.
+func (l *Lab) LaunchVM(cfg VMConfig) (*VM, error) {
 	vm, args, err := l.prepareVM(&cfg)
 	if err != nil {
-		l.t.Fatalf("netlab: vm %s: %v", cfg.Label, err)
+		return nil, fmt.Errorf("vm %s: %w", cfg.Label, err)
 	}
-	vm.Process = l.start(l.SwitchNS(), cfg.Label, qemuBinary, args...)
-	return vm
+	p, err := l.startProcess(l.SwitchNS(), cfg.Label, qemuBinary, args...)
+	if err != nil {
+		return nil, err
+	}
+	l.stopAtCleanup(p)
+	vm.Process = p
+	return vm, nil
 }
 
 func (l *Lab) prepareVM(cfg *VMConfig) (*VM, []string, error) {
