@@ -8,6 +8,7 @@ import (
 	"github.com/siteboot/siteboot/appliance"
 	"github.com/siteboot/siteboot/discovery"
 	"github.com/siteboot/siteboot/imagecache"
+	"github.com/siteboot/siteboot/internal/relayerr"
 	"github.com/siteboot/siteboot/ipxe"
 	"github.com/siteboot/siteboot/lease"
 	"github.com/siteboot/siteboot/site"
@@ -81,13 +82,17 @@ var codeTable = []codeRule{
 }
 
 // grpcError maps a domain error to the gRPC status the API returns, with the
-// error's text as the message. A status error passes unchanged.
+// error's text as the message; a relay error by its code (relayStatus). A
+// status error passes unchanged.
 func grpcError(err error) error {
 	if err == nil {
 		return nil
 	}
 	if _, ok := status.FromError(err); ok {
 		return err
+	}
+	if re, ok := errors.AsType[*relayerr.Error](err); ok {
+		return relayStatus(re)
 	}
 	for _, r := range codeTable {
 		if r.matches(err) {

@@ -62,10 +62,12 @@ var notInTable = map[string]string{
 	"tftpd.ConfigError":           "a start-up configuration error of tftp.*",
 	"lease.TransportError":        "a start-up configuration error of lease.raft.*",
 	"discovery.AssertionError":    "VerifyAssertion answers a refused assertion as valid=false with its reason",
+	"relayerr.Error":              "mapped by its code (relayCodes, relays.go), with an ErrorInfo",
 }
 
 // domainPackages are the packages whose errors can reach the API.
-var domainPackages = []string{"appliance", "site", "lease", "ipxe", "imagecache", "secretref", "discovery", "dhcpproxy", "images", "tftpd"}
+var domainPackages = []string{"appliance", "site", "lease", "ipxe", "imagecache", "secretref", "discovery", "dhcpproxy", "images", "tftpd",
+	"bmc", "httpproxy", "internal/relayerr"}
 
 // Every exported error of a domain package is in the table or in
 // notInTable: a new error type cannot silently become Internal.

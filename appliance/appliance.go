@@ -14,8 +14,10 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/siteboot/siteboot/bmc"
 	"github.com/siteboot/siteboot/dhcpproxy"
 	"github.com/siteboot/siteboot/discovery"
+	"github.com/siteboot/siteboot/httpproxy"
 	"github.com/siteboot/siteboot/imagecache"
 	"github.com/siteboot/siteboot/images"
 	"github.com/siteboot/siteboot/ipxe"
@@ -27,8 +29,8 @@ import (
 
 // Appliance is one running siteboot: every part and the sockets they serve
 // on. Open builds and binds everything; Run serves until its context ends;
-// the methods in entries.go, images.go, status.go and scripts.go are the
-// operations the admin API offers.
+// the methods in entries.go, images.go, status.go, scripts.go and relays.go
+// are the operations the admin API offers.
 type Appliance struct {
 	cfg       Config
 	log       *slog.Logger
@@ -50,6 +52,8 @@ type Appliance struct {
 	cache  *imagecache.Cache
 	pins   *pins
 	synced *syncTracker
+	bmc    *bmc.Relay
+	proxy  *httpproxy.Proxy
 
 	closers  []func() error
 	httpLn   net.Listener
@@ -63,7 +67,7 @@ type Appliance struct {
 func Open(ctx context.Context, cfg Config, log *slog.Logger, version string) (*Appliance, error) {
 	a := &Appliance{cfg: cfg, log: log, version: version, startedAt: time.Now(), now: time.Now, synced: newSyncTracker()}
 	steps := []func(context.Context) error{
-		a.buildCore, a.buildDiscovery, a.buildBoot, a.buildCache, a.buildStore, a.bindHTTP, a.bindDHCP, a.bindTFTP,
+		a.buildCore, a.buildDiscovery, a.buildBoot, a.buildCache, a.buildStore, a.buildRelays, a.bindHTTP, a.bindDHCP, a.bindTFTP,
 	}
 	for _, step := range steps {
 		if err := step(ctx); err != nil {

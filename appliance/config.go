@@ -11,6 +11,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/siteboot/siteboot/bmc"
+	"github.com/siteboot/siteboot/httpproxy"
 	"github.com/siteboot/siteboot/imagecache"
 	"github.com/siteboot/siteboot/internal/httpserver"
 	"github.com/siteboot/siteboot/lease"
@@ -95,6 +97,18 @@ type Config struct {
 			} `yaml:"tls"`
 		} `yaml:"raft"`
 	} `yaml:"lease"`
+	BMC struct {
+		Networks      []string `yaml:"networks" doc:"CIDRs (or addresses) BMCs may have; a BMC operation to any other address is refused (forbidden-target) before a packet is sent; empty refuses every BMC operation. httpProxy never reaches these."`
+		Timeout       Duration `yaml:"timeout" doc:"deadline of one BMC operation, the wait for a busy BMC included (1s..10m); ipmitool is killed at it"`
+		MaxOperations int      `yaml:"max_operations" doc:"BMC operations at once over all BMCs (one at a time per BMC); more are refused (busy)"`
+		Ipmitool      string   `yaml:"ipmitool" doc:"the ipmitool binary the ipmi driver runs (a name on PATH or a path)"`
+	} `yaml:"bmc"`
+	HTTPProxy struct {
+		ProvisioningNetworks []string `yaml:"provisioning_networks" doc:"CIDRs (or addresses) where httpProxy may use plain http; elsewhere https only"`
+		MaxResponseBytes     string   `yaml:"max_response_bytes" doc:"httpProxy response body cap, e.g. 1MiB (at most 3MiB: the response is one admin API message); a longer body is cut and marked truncated"`
+		Timeout              Duration `yaml:"timeout" doc:"httpProxy timeout of a request without timeout_ms (1s..5m)"`
+		MaxRequests          int      `yaml:"max_requests" doc:"httpProxy requests at once; more are refused (busy)"`
+	} `yaml:"httpproxy"`
 	Entries struct {
 		DefaultTTL Duration `yaml:"default_ttl" doc:"not_after of an entry that has none: now + this"`
 		MaxTTL     Duration `yaml:"max_ttl" doc:"refuse a not_after further ahead than this (0: no bound)"`
@@ -149,6 +163,12 @@ func DefaultConfig() Config {
 	c.Lease.TTL = Duration(10 * time.Second)
 	c.Lease.Margin = Duration(time.Second)
 	c.Entries.DefaultTTL = Duration(24 * time.Hour)
+	c.BMC.Timeout = Duration(bmc.DefaultTimeout)
+	c.BMC.MaxOperations = bmc.DefaultMaxOperations
+	c.BMC.Ipmitool = "ipmitool"
+	c.HTTPProxy.MaxResponseBytes = "1MiB"
+	c.HTTPProxy.Timeout = Duration(httpproxy.DefaultTimeout)
+	c.HTTPProxy.MaxRequests = httpproxy.DefaultMaxRequests
 	c.Log.Level = "info"
 	c.Log.Format = "text"
 	return c
@@ -266,6 +286,9 @@ func (c *Config) check() error {
 			key, err = ke.key, errors.New(ke.reason)
 		}
 		bad(key, "%v", err)
+	}
+	for _, ke := range c.checkRelays() {
+		bad(ke.key, "%s", ke.reason)
 	}
 	if c.Entries.DefaultTTL <= 0 {
 		bad("entries.default_ttl", "must be positive")

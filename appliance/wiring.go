@@ -1,8 +1,10 @@
 package appliance
 
 import (
+	"github.com/siteboot/siteboot/bmc"
 	"github.com/siteboot/siteboot/dhcpproxy"
 	"github.com/siteboot/siteboot/discovery"
+	"github.com/siteboot/siteboot/httpproxy"
 	"github.com/siteboot/siteboot/images"
 	"github.com/siteboot/siteboot/ipxe"
 	"github.com/siteboot/siteboot/lease"
@@ -31,6 +33,10 @@ var (
 	_ ipxe.Secrets   = secretref.Resolver{}
 
 	_ tftpd.Files = (*images.Set)(nil)
+
+	_ bmc.Secrets       = secretref.Resolver{}
+	_ httpproxy.Secrets = secretref.Resolver{}
+	_ httpproxy.Targets = (*site.State)(nil)
 
 	_ keySource = (*lease.Node)(nil)
 )
