@@ -21,6 +21,9 @@ import (
 type applianceConfig struct {
 	// KernelURL and InitrdURL are the ramdisk profile.
 	KernelURL, InitrdURL string
+	// Extra are further lines of the YAML file, whole top-level sections
+	// (bmc:, secrets:, httpproxy:).
+	Extra []string
 }
 
 // appliance is a `siteboot serve` process on a lab host.
@@ -65,8 +68,7 @@ func startAppliance(t *testing.T, h *netlab.Host, cfg applianceConfig) *applianc
 		"log:",
 		"  level: debug",
 		"  format: json",
-		"",
-	}, "\n")
+	}, "\n") + "\n" + strings.Join(append(cfg.Extra, ""), "\n")
 	path := filepath.Join(dir, "siteboot.yaml")
 	if err := os.WriteFile(path, []byte(conf), 0o600); err != nil {
 		t.Fatal(err)

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/siteboot/siteboot/internal/ipmisim"
 	"go.uber.org/goleak"
 )
 
@@ -21,6 +22,9 @@ var built struct {
 }
 
 func TestMain(m *testing.M) {
+	// When ipmi_sim runs this binary as its chassis program, it only
+	// forwards that call to the test's simulated chassis and exits.
+	ipmisim.ChassisMain()
 	goleak.VerifyTestMain(m, goleak.Cleanup(func(code int) {
 		if built.dir != "" {
 			os.RemoveAll(built.dir)
