@@ -148,6 +148,20 @@ func TestConfigErrorsNameTheKey(t *testing.T) {
 		{"deprecated raft.listen without tls", "raft:\n  listen: 10.0.0.2:7390\n", nil, "raft.listen: \"10.0.0.2:7390\" is not a loopback address"},
 		{"raft bind every address", "lease:\n  raft:\n    bind: ':7390'\n", nil, "lease.raft.bind"},
 		{"raft tls without key", "lease:\n  raft:\n    tls:\n      ca: /ca.pem\n      cert: /c.pem\n", nil, "lease.raft.tls.key: is missing"},
+		{"bmc network not a cidr", "bmc:\n  networks: [10.20.0.0/24, bmc-net]\n", nil, `bmc.networks: "bmc-net" is not a CIDR or an IP address`},
+		{"bmc network every address", "", map[string]string{"SITEBOOT_BMC_NETWORKS": "10.20.0.0/24,0.0.0.0/0"}, `bmc.networks: "0.0.0.0/0" is every address`},
+		{"bmc network with a zone", "bmc:\n  networks: ['fe80::1%eth0']\n", nil, "bmc.networks"},
+		{"bmc network ipv4-mapped", "bmc:\n  networks: ['::ffff:10.20.0.0/120']\n", nil, "bmc.networks: \"::ffff:10.20.0.0/120\" is IPv4-mapped IPv6"},
+		{"bmc timeout zero", "bmc:\n  timeout: 0s\n", nil, "bmc.timeout: 0s: want 1s..10m0s"},
+		{"bmc timeout too long", "", map[string]string{"SITEBOOT_BMC_TIMEOUT": "11m"}, "bmc.timeout: 11m0s"},
+		{"bmc max operations", "bmc:\n  max_operations: 0\n", nil, "bmc.max_operations: 0: want 1..1024"},
+		{"bmc ipmitool empty", "", map[string]string{"SITEBOOT_BMC_IPMITOOL": ""}, "bmc.ipmitool: is empty"},
+		{"provisioning network", "httpproxy:\n  provisioning_networks: [10.0.0.0/33]\n", nil, `httpproxy.provisioning_networks: "10.0.0.0/33"`},
+		{"proxy response cap unit", "httpproxy:\n  max_response_bytes: lots\n", nil, "httpproxy.max_response_bytes"},
+		{"proxy response cap too big", "", map[string]string{"SITEBOOT_HTTPPROXY_MAX_RESPONSE_BYTES": "4MiB"}, `httpproxy.max_response_bytes: "4MiB": want 1 byte to 3MiB`},
+		{"proxy response cap zero", "httpproxy:\n  max_response_bytes: '0'\n", nil, `httpproxy.max_response_bytes: "0"`},
+		{"proxy timeout", "httpproxy:\n  timeout: 6m\n", nil, "httpproxy.timeout: 6m0s: want 1s..5m0s"},
+		{"proxy max requests", "", map[string]string{"SITEBOOT_HTTPPROXY_MAX_REQUESTS": "-1"}, "httpproxy.max_requests: -1"},
 		{"raft.listen and bind differ", "raft:\n  listen: 127.0.0.1:7390\nlease:\n  raft:\n    bind: 127.0.0.1:7391\n", nil, "raft.listen: is the deprecated name"},
 	}
 	for _, tt := range tests {
@@ -179,7 +193,9 @@ func TestConfigRelays(t *testing.T) {
 func TestServeHelpTeachesEveryKey(t *testing.T) {
 	help := configReference()
 	for _, key := range []string{"site_id", "node_id", "data_dir", "admin.socket", "http.listen", "SITEBOOT_ADMIN_SOCKET", "entries.default_ttl",
-		"lease.raft.bind", "SITEBOOT_LEASE_RAFT_TLS_CA", "lease.raft.tls.cert", "lease.raft.tls.key"} {
+		"lease.raft.bind", "SITEBOOT_LEASE_RAFT_TLS_CA", "lease.raft.tls.cert", "lease.raft.tls.key",
+		"bmc.networks", "SITEBOOT_BMC_NETWORKS", "bmc.timeout", "bmc.max_operations", "bmc.ipmitool",
+		"httpproxy.provisioning_networks", "httpproxy.max_response_bytes", "httpproxy.timeout", "httpproxy.max_requests"} {
 		if !strings.Contains(help, key) {
 			t.Errorf("serve --help lacks %q", key)
 		}

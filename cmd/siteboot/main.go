@@ -5,6 +5,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -22,9 +23,18 @@ func main() {
 	err := newRootCmd(os.Stdout, os.Stderr, os.LookupEnv).ExecuteContext(ctx)
 	stop()
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "siteboot: "+errorLine(err))
+		fmt.Fprintln(os.Stderr, stderrLine(err))
 		os.Exit(1)
 	}
+}
+
+// stderrLine is the line an error prints: a relay failure as it is (its
+// code first, for scripts), anything else after "siteboot: ".
+func stderrLine(err error) string {
+	if rf, ok := errors.AsType[*relayFailure](err); ok {
+		return rf.line
+	}
+	return "siteboot: " + errorLine(err)
 }
 
 // env reads the process environment; tests pass their own.
@@ -58,6 +68,8 @@ running appliance (--socket, or SITEBOOT_SOCKET).`,
 		newAssertionCmd(cl),
 		newClusterCmd(cl),
 		newLeaseCmd(cl),
+		newBmcCmd(cl),
+		newProxyCmd(cl),
 		newVersionCmd(cl),
 	)
 	return root
