@@ -5,11 +5,13 @@ import (
 	"context"
 	"errors"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	sitev1 "github.com/siteboot/siteboot/gen/bettercompute/site/v1"
+	"github.com/siteboot/siteboot/internal/relayerr"
 	"google.golang.org/protobuf/encoding/protojson"
 )
 
@@ -49,18 +51,33 @@ func (c cliCall) String() string {
 	return "siteboot " + strings.Join(c.Args, " ") + "\n  stdout: " + strings.TrimSpace(c.Stdout) + "\n  stderr: " + strings.TrimSpace(c.Stderr)
 }
 
-// failureCode is the relay code of a failed call's "<cmd>: <code>: …"
-// line on stderr, or "".
+// failureCode is the relay code of a failed call: the code that starts
+// the message of its error line on stderr ("<cmd>: <code>: …", or the
+// client's own "siteboot: <code>: …"), or "".
 func (c cliCall) failureCode(cmd string) string {
 	for _, line := range strings.Split(c.Stderr, "\n") {
-		if i := strings.Index(line, cmd+": "); i >= 0 {
-			code, _, ok := strings.Cut(line[i+len(cmd)+2:], ":")
-			if ok && code != "" && !strings.ContainsAny(code, " \t") {
+		for {
+			if code, _, ok := strings.Cut(line, ": "); ok && slices.Contains(relayCodes, code) {
 				return code
 			}
+			rest, ok := strings.CutPrefix(line, "siteboot: ")
+			if !ok {
+				rest, ok = strings.CutPrefix(line, cmd+": ")
+			}
+			if !ok {
+				break
+			}
+			line = rest
 		}
 	}
 	return ""
+}
+
+// relayCodes are the codes a relay failure may carry.
+var relayCodes = []string{
+	relayerr.ForbiddenTarget, relayerr.InvalidArgs, relayerr.Unsupported, relayerr.CredentialsUnavailable,
+	relayerr.Unreachable, relayerr.AuthFailed, relayerr.PinMismatch, relayerr.TLSFailed, relayerr.Timeout,
+	relayerr.Busy, relayerr.BMCError, relayerr.Internal,
 }
 
 // bmcCall is one `siteboot bmc … -o json`.
