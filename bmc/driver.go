@@ -215,4 +215,3 @@ func truncate(s string, n int) string {
 	}
 	return s[:n]
 }
-

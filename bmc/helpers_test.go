@@ -162,4 +162,3 @@ func requireTool(t *testing.T, name string) {
 		t.Fatalf("%s is required (Debian openipmi/ipmitool): %v", name, err)
 	}
 }
-

@@ -99,4 +99,3 @@ func TestIPMIUnreachableIsTimeoutOrUnreachable(t *testing.T) {
 		t.Errorf("operation took %s with a 2s deadline", d)
 	}
 }
-
