@@ -89,9 +89,13 @@ func (p *Proxy) roundTrip(ctx context.Context, t *target, hr *http.Request, pin 
 	defer resp.Body.Close()
 	body, truncated, err := readCapped(resp.Body, p.cfg.MaxResponseBytes)
 	switch {
-	case err == nil:
+	case err == nil && (truncated || ctx.Err() == nil):
 	case errors.Is(ctx.Err(), context.DeadlineExceeded):
+		// Also when the read ended without an error: a deadline that cuts
+		// the connection may look like the end of the body.
 		return nil, relayerr.New(relayerr.Timeout, "the body from %s did not end within the timeout", t.dialAddr())
+	case ctx.Err() != nil:
+		return nil, relayerr.New(relayerr.Timeout, "the call was canceled")
 	default:
 		return nil, relayerr.New(relayerr.Unreachable, "reading the body from %s failed", t.dialAddr())
 	}

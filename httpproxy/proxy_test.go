@@ -181,6 +181,9 @@ func TestTimeout(t *testing.T) {
 			p := f.proxy(t, nil)
 			start := time.Now()
 			resp, err := do(t, p, &sitev1.HttpProxyRequest{Url: f.u("https://127.0.0.1:{P}" + path), TimeoutMs: 300})
+			if err == nil {
+				t.Logf("resp %v after %v", resp, time.Since(start))
+			}
 			wantCode(t, err, relayerr.Timeout)
 			if resp != nil {
 				t.Errorf("resp = %v, want none", resp)
