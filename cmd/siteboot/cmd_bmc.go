@@ -24,6 +24,22 @@ type bmcFlags struct {
 }
 
 func newBmcCmd(cl *clientOptions) *cobra.Command {
+	return newBmcCmdRunning(cl, func(cmd *cobra.Command, req *sitev1.BmcOperationRequest) error {
+		if err := checkOutput(cl); err != nil {
+			return err
+		}
+		res, err := relayCall(cmd, cl, bmc.MaxTimeout+relayMargin, func(ctx context.Context, api sitebootv1.SiteBootClient) (*sitev1.BmcOperationResult, error) {
+			return api.BmcOperation(ctx, req)
+		})
+		if err != nil {
+			return err
+		}
+		return printBmcResult(cmd.OutOrStdout(), cl.output, res)
+	})
+}
+
+// newBmcCmdRunning is the bmc command handing its request to run.
+func newBmcCmdRunning(cl *clientOptions, run func(*cobra.Command, *sitev1.BmcOperationRequest) error) *cobra.Command {
 	var f bmcFlags
 	c := &cobra.Command{
 		Use:   "bmc --driver ipmi|redfish --address ADDR --credentials-ref REF OPERATION [VALUE]",
@@ -84,16 +100,7 @@ pin-mismatch, tls-failed, timeout, busy, bmc-error, internal.`,
 			if err != nil {
 				return err
 			}
-			if err := checkOutput(cl); err != nil {
-				return err
-			}
-			res, err := relayCall(cmd, cl, bmc.MaxTimeout+relayMargin, func(ctx context.Context, api sitebootv1.SiteBootClient) (*sitev1.BmcOperationResult, error) {
-				return api.BmcOperation(ctx, req)
-			})
-			if err != nil {
-				return err
-			}
-			return printBmcResult(cmd.OutOrStdout(), cl.output, res)
+			return run(cmd, req)
 		},
 	}
 	fl := c.Flags()

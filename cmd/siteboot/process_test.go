@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/siteboot/siteboot/internal/ipmisim"
 )
 
 var (
@@ -47,6 +49,9 @@ func sitebootBinary(t *testing.T) string {
 }
 
 func TestMain(m *testing.M) {
+	// First: in ipmi_sim's chassis program (this binary re-executed) it
+	// forwards the call and exits.
+	ipmisim.ChassisMain()
 	code := m.Run()
 	if binPath != "" && buildErr == nil {
 		os.RemoveAll(filepath.Dir(binPath))

@@ -1,0 +1,175 @@
+package httpproxy
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"sort"
+	"strings"
+	"time"
+
+	sitev1 "github.com/siteboot/siteboot/gen/bettercompute/site/v1"
+	"github.com/siteboot/siteboot/internal/redact"
+	"github.com/siteboot/siteboot/internal/relayerr"
+)
+
+// outcome is what the request's log line says beyond the request itself.
+type outcome struct {
+	dialled string
+}
+
+// Do makes the request. Every failure is a *relayerr.Error; any status the
+// target answers (3xx and 5xx included) is a response.
+func (p *Proxy) Do(ctx context.Context, req *sitev1.HttpProxyRequest) (*sitev1.HttpProxyResponse, error) {
+	start := time.Now()
+	var out outcome
+	resp, err := p.do(ctx, req, &out)
+	p.finish(req, &out, resp, err, time.Since(start))
+	if err != nil {
+		return nil, err
+	}
+	return resp, nil
+}
+
+func (p *Proxy) do(ctx context.Context, req *sitev1.HttpProxyRequest, out *outcome) (*sitev1.HttpProxyResponse, error) {
+	select {
+	case p.sem <- struct{}{}:
+		defer func() { <-p.sem }()
+	default:
+		return nil, relayerr.New(relayerr.Busy, "%d proxied requests are running already", p.cfg.MaxRequests)
+	}
+	method, err := checkMethod(req.GetMethod())
+	if err != nil {
+		return nil, err
+	}
+	if err := p.checkHeaders(req); err != nil {
+		return nil, err
+	}
+	pin := req.GetTlsSpkiSha256()
+	if err := checkPin(pin, !strings.HasPrefix(strings.ToLower(req.GetUrl()), "http:")); err != nil {
+		return nil, err
+	}
+	timeout, err := p.timeout(req.GetTimeoutMs())
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	t, err := p.checkTarget(ctx, req.GetTargetNodeId(), req.GetUrl())
+	if err != nil {
+		return nil, err
+	}
+	out.dialled = t.dialAddr().String()
+	secret, err := p.secretHeaders(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	hr, err := newRequest(ctx, method, t, req, secret)
+	if err != nil {
+		return nil, err
+	}
+	return p.roundTrip(ctx, t, hr, pin)
+}
+
+// roundTrip sends hr over a Transport of its own and reads the response
+// up to the cap.
+func (p *Proxy) roundTrip(ctx context.Context, t *target, hr *http.Request, pin []byte) (*sitev1.HttpProxyResponse, error) {
+	d := &dialer{p: p, t: t}
+	if t.https {
+		d.tlsConfig = d.newTLSConfig(pin)
+	}
+	tr := d.transport()
+	defer tr.CloseIdleConnections()
+	resp, err := tr.RoundTrip(hr)
+	if err != nil {
+		return nil, d.classify(ctx, err)
+	}
+	defer resp.Body.Close()
+	body, truncated, err := readCapped(resp.Body, p.cfg.MaxResponseBytes)
+	switch {
+	case err == nil && (truncated || ctx.Err() == nil):
+	case errors.Is(ctx.Err(), context.DeadlineExceeded):
+		// Also when the read ended without an error: a deadline that cuts
+		// the connection may look like the end of the body.
+		return nil, relayerr.New(relayerr.Timeout, "the body from %s did not end within the timeout", t.dialAddr())
+	case ctx.Err() != nil:
+		return nil, relayerr.New(relayerr.Timeout, "the call was canceled")
+	default:
+		return nil, relayerr.New(relayerr.Unreachable, "reading the body from %s failed", t.dialAddr())
+	}
+	return &sitev1.HttpProxyResponse{
+		Status:    uint32(resp.StatusCode),
+		Headers:   headersOf(resp.Header),
+		Body:      body,
+		Truncated: truncated,
+	}, nil
+}
+
+// readCapped reads at most limit bytes of r, and one more to tell whether
+// there was more.
+func readCapped(r io.Reader, limit int64) ([]byte, bool, error) {
+	b, err := io.ReadAll(io.LimitReader(r, limit+1))
+	if err != nil {
+		return nil, false, err
+	}
+	if int64(len(b)) > limit {
+		return b[:limit], true, nil
+	}
+	return b, false, nil
+}
+
+// headersOf lists h sorted by name, each value its own entry in the order
+// received.
+func headersOf(h http.Header) []*sitev1.HttpProxyHeader {
+	names := make([]string, 0, len(h))
+	for k := range h {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	var out []*sitev1.HttpProxyHeader
+	for _, k := range names {
+		for _, v := range h[k] {
+			out = append(out, &sitev1.HttpProxyHeader{Name: k, Value: v})
+		}
+	}
+	return out
+}
+
+// finish writes the request's one log line and its metrics. Header values
+// are never logged, only names; the URL loses user info and query.
+func (p *Proxy) finish(req *sitev1.HttpProxyRequest, out *outcome, resp *sitev1.HttpProxyResponse, err error, took time.Duration) {
+	code := "ok"
+	attrs := []slog.Attr{
+		slog.String("node", redact.Clip(req.GetTargetNodeId())),
+		slog.String("method", redact.Clip(req.GetMethod())),
+		slog.String("url", redact.URL(req.GetUrl())),
+		slog.Any("headers", headerNames(req.GetHeaders())),
+		slog.Any("secret_headers", headerNames(req.GetSecretHeaders())),
+		slog.Duration("duration", took),
+	}
+	if out.dialled != "" {
+		attrs = append(attrs, slog.String("ip", out.dialled))
+	}
+	level := slog.LevelInfo
+	if err != nil {
+		code = relayerr.Code(err)
+		level = slog.LevelWarn
+		attrs = append(attrs, slog.String("code", code), slog.String("error", err.Error()))
+	} else {
+		attrs = append(attrs, slog.Int("status", int(resp.GetStatus())),
+			slog.Int("bytes", len(resp.GetBody())), slog.Bool("truncated", resp.GetTruncated()))
+	}
+	p.cfg.Logger.LogAttrs(context.Background(), level, "httpproxy request", attrs...)
+	p.metrics.requests.WithLabelValues(code).Inc()
+	p.metrics.duration.Observe(took.Seconds())
+}
+
+func headerNames(hs []*sitev1.HttpProxyHeader) []string {
+	names := make([]string, 0, len(hs))
+	for _, h := range hs {
+		names = append(names, redact.Clip(h.GetName()))
+	}
+	return names
+}

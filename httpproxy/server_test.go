@@ -1,0 +1,109 @@
+package httpproxy
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+)
+
+// targetServer is the handler of both fixture targets.
+type targetServer struct {
+	f    *fixture
+	done chan struct{} // closed at cleanup: blocked handlers return
+
+	mu       sync.Mutex
+	requests []seenRequest
+	endless  chan int64 // bytes written by /endless when the client went away
+	release  chan struct{}
+	entered  chan struct{}
+	stopOnce sync.Once
+}
+
+// seenRequest is what the target saw of one request.
+type seenRequest struct {
+	Method, Path, Host string
+	Header             http.Header
+	Body               string
+}
+
+func newTargetServer(f *fixture) *targetServer {
+	return &targetServer{f: f, done: make(chan struct{}), endless: make(chan int64, 1),
+		release: make(chan struct{}), entered: make(chan struct{}, 4)}
+}
+
+func (s *targetServer) stop() { s.stopOnce.Do(func() { close(s.done) }) }
+
+func (s *targetServer) seen() []seenRequest {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]seenRequest(nil), s.requests...)
+}
+
+func (s *targetServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	body, _ := io.ReadAll(r.Body)
+	s.mu.Lock()
+	s.requests = append(s.requests, seenRequest{r.Method, r.URL.Path, r.Host, r.Header.Clone(), string(body)})
+	s.mu.Unlock()
+	switch r.URL.Path {
+	case "/redirect-other":
+		w.Header().Set("Location", s.f.u("https://"+ipOther+":{P}/"))
+		w.WriteHeader(http.StatusFound)
+	case "/redirect-self":
+		w.Header().Set("Location", "/final")
+		w.WriteHeader(http.StatusTemporaryRedirect)
+	case "/big":
+		w.Write([]byte(strings.Repeat("b", int(s.f.config(nil).MaxResponseBytes)+100)))
+	case "/endless":
+		s.writeEndless(w)
+	case "/slow-body":
+		w.Write([]byte("first bytes"))
+		w.(http.Flusher).Flush()
+		s.wait(r)
+	case "/slow-headers":
+		s.wait(r)
+	case "/block":
+		s.entered <- struct{}{}
+		select {
+		case <-s.release:
+		case <-s.done:
+		}
+		w.Write([]byte("released"))
+	default:
+		w.Header().Add("Set-Cookie", "a=1")
+		w.Header().Add("Set-Cookie", "b=2")
+		w.Header().Set("X-Target", "ok")
+		fmt.Fprintf(w, "hello %s %s", r.Method, r.URL.Path)
+	}
+}
+
+// wait blocks until the client went away or the fixture ends.
+func (s *targetServer) wait(r *http.Request) {
+	select {
+	case <-r.Context().Done():
+	case <-s.done:
+	case <-time.After(30 * time.Second):
+	}
+}
+
+// writeEndless writes until a write fails (the proxy closed the
+// connection) and reports how much it wrote.
+func (s *targetServer) writeEndless(w http.ResponseWriter) {
+	chunk := []byte(strings.Repeat("e", 8192))
+	var n int64
+	for {
+		m, err := w.Write(chunk)
+		n += int64(m)
+		if err != nil {
+			break
+		}
+		select {
+		case <-s.done:
+			return
+		default:
+		}
+	}
+	s.endless <- n
+}
