@@ -100,11 +100,14 @@ func TestBMCPowerOnPXEBoots(t *testing.T) {
 // proxyDHCP offers before it requests, so by then it has given up.
 const unknownGrace = 5 * time.Second
 
-// checkUnanswered waits until mac is listed by `discovered ls` with a
-// first sighting after since and acked() holds, then unknownGrace more,
-// and checks that siteboot offered it nothing and served it no script.
+// checkUnanswered waits (at most unknownWatch) until mac is listed by
+// `discovered ls` with a first sighting after since and acked() holds,
+// then unknownGrace more, and checks that siteboot offered it nothing and
+// served it no script.
 func checkUnanswered(ctx context.Context, t *testing.T, app *appliance, vm *netlab.VM, mac string, since time.Time, acked func() bool) {
 	t.Helper()
+	ctx, cancel := context.WithTimeout(ctx, unknownWatch)
+	defer cancel()
 	var listedAt, ackedAt time.Time
 	err := waitUntil(ctx, vm, func() bool {
 		if listedAt.IsZero() {
