@@ -3,6 +3,7 @@ package httpproxy
 import (
 	"errors"
 	"log/slog"
+	"net"
 	"net/netip"
 	"net/url"
 	"strconv"
@@ -79,6 +80,15 @@ func checkAccepted(t *testing.T, p *Proxy, al allowList, raw string, tg *target)
 		t.Fatalf("%q: the URL sent %q has host %q, want %q (%v)", raw, tg.reqURL, sent.Host, tg.authority, err)
 	}
 	agree(t, tg.reqURL, sent, tg)
+	// What net/http will ask the dialer for must be what the dialer
+	// accepts.
+	port := sent.Port()
+	if port == "" {
+		port = map[bool]string{true: "443", false: "80"}[tg.https]
+	}
+	if want := net.JoinHostPort(sent.Hostname(), port); tg.dialAuthority() != want {
+		t.Fatalf("%q: the dialer accepts %q, net/http dials %q", raw, tg.dialAuthority(), want)
+	}
 }
 
 // agree fails unless net/url's reading of u's host and port is the
@@ -112,12 +122,14 @@ func TestTargetNormalisation(t *testing.T) {
 		{"http://127.0.0.5", "http://127.0.0.5", "127.0.0.5:80"},
 		{"https://mapped.test/x", "https://mapped.test/x", "127.0.0.1:443"},
 	}
+	al, _ := allowListOf(p.cfg.Targets.Spec(), "node-a")
 	for _, c := range cases {
 		tg, err := p.checkTarget(t.Context(), "node-a", c.raw)
 		if err != nil {
 			t.Errorf("%s: %v", c.raw, err)
 			continue
 		}
+		checkAccepted(t, p, al, c.raw, tg)
 		if tg.reqURL != c.reqURL || tg.dialAddr().String() != c.dial {
 			t.Errorf("%s: sent %s dialled %s, want %s %s", c.raw, tg.reqURL, tg.dialAddr(), c.reqURL, c.dial)
 		}
