@@ -67,14 +67,17 @@ OPERATION and its VALUE (a shorthand for --args JSON; not both):
   virtual-media.insert URL                       {"kind": "CD", "url": URL};
       other kinds (DVD, Floppy, USBStick) through --args
   virtual-media.eject                            --args '{"kind": "CD"}' (default)
-  inspect.inspect                                vendor, model, serial,
-      firmware and power, as far as the driver tells
+  inspect.inspect                                power, vendor, model,
+      serial, firmware, as far as the driver tells
 
 --driver-options passes per-BMC driver options as JSON; unknown keys are
-refused: ipmi {"cipherSuite": 0..17, "port": N}, redfish {"port": N,
-"useBasicAuth": true|false}. --spki-sha256 pins a redfish BMC's certificate
-(the SHA-256 of its SubjectPublicKeyInfo); without a pin the BMC's
-certificate is not verified, as BMCs ship self-signed ones.
+refused: ipmi {"cipherSuite": 0..17, "port": N} (without cipherSuite 3 is
+tried, then 17), redfish {"port": N}; a port comes from ADDR or the options,
+not both. Virtual media is redfish only; inspect.inspect gives the power
+state with ipmi, and vendor, model, serial and firmware too with redfish.
+--spki-sha256 pins a redfish BMC's certificate (the SHA-256 of its
+SubjectPublicKeyInfo); without a pin the BMC's certificate is not verified,
+as BMCs ship self-signed ones.
 
 The result is printed one field per line (power: on); -o json prints the
 whole BmcOperationResult. A failed operation prints "bmc: CODE: MESSAGE" on

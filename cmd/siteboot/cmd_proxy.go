@@ -41,12 +41,13 @@ for machines whose API is reachable only inside the site.
 The URL's host must be one of the addresses the site spec lists for
 --target-node under proxyTargets ('siteboot site apply'): an IP literal
 compared as an IP, or a name compared as a name and then resolved once,
-every address it gives being one the node lists. Whatever the spec says, a
+every address it gives being an IP the node lists too (list a node's names
+and their addresses). Whatever the spec says, a
 target is never a loopback, link-local, multicast or unspecified address, an
 address in bmc.networks, or one of the appliance's own addresses. Plain http
 is allowed only to addresses in httpproxy.provisioning_networks; elsewhere
-https only, verified against the system roots or, with --spki-sha256,
-against that pin alone. Anything else is refused with forbidden-target
+https only, verified against the system roots (an IP literal must be an IP
+SAN of the certificate) or, with --spki-sha256, against that pin alone. Anything else is refused with forbidden-target
 before a packet is sent.
 
 Redirects are not followed (a 3xx is printed as it is); every request uses
@@ -57,7 +58,8 @@ at most 5m); here it is the request's timeout, not the wait for the
 appliance.
 
 --header NAME:VALUE sends a header (repeatable); Host, Connection, Upgrade,
-Transfer-Encoding, Content-Length, TE, Keep-Alive and Proxy-* are refused.
+Transfer-Encoding, Content-Length, TE, Trailer, Keep-Alive, Expect,
+HTTP2-Settings and Proxy-* are the proxy's and refused.
 --secret-header NAME:REF sends a header whose value the appliance reads from
 the secret ref REF (file:///PATH under secrets.dir, env://NAME starting with
 secrets.env_prefix): the value never appears on the command line, in a log
@@ -74,7 +76,7 @@ busy, internal.`,
   cat > site.yaml <<EOF
   proxyTargets:
     - nodeId: talos-1
-      addresses: [10.0.0.51, talos-1.site.example]
+      addresses: [10.0.0.51, talos-1.site.example]   # the name and its address
   EOF
   siteboot site apply site.yaml
 
