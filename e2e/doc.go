@@ -26,6 +26,17 @@
 //     verified by the image cache) is read by iPXE with HEAD and 206 range
 //     GETs from /cache/<sha256>, and the ISO's iPXE then starts and DHCPs.
 //
+// The relay tests put a BMC on the LAN: OpenIPMI's ipmi_sim on a lab host
+// (internal/ipmisim), whose chassis program is a SeaBIOS VM that power on
+// starts and power off stops. `siteboot bmc --driver ipmi … power.setPower
+// on` boots it, and it PXE-boots from siteboot (its script served while it
+// has an entry, only listed by `discovered ls` once the entry is gone).
+// TestRelayLogsHoldNoSecret runs every BMC operation (ipmi_sim, and the
+// test Redfish service over TLS) and httpProxy request (secret and plain
+// headers to an https proxy target) through the CLI, failures included,
+// and finds none of the secrets, nor their base64 forms, in siteboot's
+// debug log, the CLI's output or the metrics page.
+//
 // The lease tests run three appliances as one raft cluster (lease.mode
 // cluster, raft certificates made with `siteboot cluster init-ca` and
 // `issue-cert`) and a probe host that sends a PXE DISCOVER and asks every
