@@ -74,7 +74,10 @@ func TestBMCPowerOnPXEBoots(t *testing.T) {
 	if got := script.str("result"); got != "ramdisk" {
 		t.Errorf("/ipxe for %s: result %q, want ramdisk", mac, got)
 	}
-	ipmi("power.getPower").mustResult(t, `{"power":"on"}`)
+	// As a person reads it, too.
+	if c := app.run(ctx, "bmc", "--driver", "ipmi", "--address", bmcHost.Addr().String(), "--credentials-ref", cred, "power.getPower"); c.Exit != 0 || c.Stdout != "power: on\n" {
+		t.Errorf("power.getPower of the running VM: want exit 0 and \"power: on\"\n%s", c)
+	}
 	ipmi("power.setPower", "off").mustResult(t, `{"requested":"off"}`)
 	chassis.waitOff(ctx, t, vm)
 	ipmi("power.getPower").mustResult(t, `{"power":"off"}`)
