@@ -14,6 +14,7 @@ import (
 	"log"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"slices"
@@ -103,6 +104,9 @@ func TestRelayLogsHoldNoSecret(t *testing.T) {
 	startIPMISim(t, ipmiHost, nil, sec.ipmiPassword)
 	rf := startRedfish(t, rfHost, sec.redfishPassword)
 	tgt := startTarget(t, tgtHost)
+	// The forbidden BMC is the target's host: an IPMI datagram sent there
+	// would be counted, as would a connection to its https port.
+	forbiddenIPMI := countUDP(t, tgtHost, netip.AddrPortFrom(tgtHost.Addr(), 623))
 	ctx, cancel := context.WithTimeout(lab.Context(), 3*time.Minute)
 	defer cancel()
 	spec := filepath.Join(t.TempDir(), "site.yaml")
@@ -121,9 +125,7 @@ func TestRelayLogsHoldNoSecret(t *testing.T) {
 	}
 	var calls []cliCall
 	got := map[string]string{}
-	// The forbidden BMC is the target's https port: a packet sent there
-	// would show as a connection.
-	for _, op := range bmcAuditOps(ipmiHost.Addr().String(), rf, tgt.url, sec.mediaURL(), refs) {
+	for _, op := range bmcAuditOps(ipmiHost.Addr().String(), rf, netip.AddrPortFrom(tgtHost.Addr(), tgtPort), sec.mediaURL(), refs) {
 		c := app.bmc(ctx, op.args...)
 		calls = append(calls, c.cliCall)
 		got[op.name] = c.code()
@@ -146,6 +148,9 @@ func TestRelayLogsHoldNoSecret(t *testing.T) {
 	if n := tgt.conns.Load(); n != 3 {
 		t.Errorf("connections at the target: %d, want 3", n)
 	}
+	if n := forbiddenIPMI.Load(); n != 0 {
+		t.Errorf("IPMI datagrams at the forbidden BMC address: %d, want 0", n)
+	}
 	metricsText := app.rawMetrics(ctx, t)
 	auditHaystacks(t, sec, refs, app.proc.Output(), metricsText, calls)
 	checkOneLinePerOperation(t, app, len(calls))
@@ -166,7 +171,8 @@ type auditOp struct {
 }
 
 // bmcAuditOps are the six operations on each driver and the failures.
-func bmcAuditOps(ipmiAddr string, rf *redfishBMC, forbidden, mediaURL string, refs auditRefs) []auditOp {
+// forbidden is the target's https address, outside bmc.networks.
+func bmcAuditOps(ipmiAddr string, rf *redfishBMC, forbidden netip.AddrPort, mediaURL string, refs auditRefs) []auditOp {
 	ipmi := func(ref string) []string {
 		return []string{"--driver", "ipmi", "--address", ipmiAddr, "--credentials-ref", ref}
 	}
@@ -188,7 +194,7 @@ func bmcAuditOps(ipmiAddr string, rf *redfishBMC, forbidden, mediaURL string, re
 		{"ipmi setPower cycle", append(ipmi(refs.ipmi), "power.setPower", "cycle"), "ok"},
 		{"ipmi wrong password", append(ipmi(refs.ipmiWrong), "power.getPower"), "auth-failed"},
 		{"ipmi missing secret", append(ipmi(refs.missingRef), "power.getPower"), "credentials-unavailable"},
-		{"ipmi forbidden target", []string{"--driver", "ipmi", "--address", strings.TrimPrefix(forbidden, "https://"), "--credentials-ref", refs.ipmi, "power.getPower"}, "forbidden-target"},
+		{"ipmi forbidden target", []string{"--driver", "ipmi", "--address", forbidden.Addr().String(), "--credentials-ref", refs.ipmi, "power.getPower"}, "forbidden-target"},
 		{"redfish getPower", append(redfish(refs.redfish, ""), "power.getPower"), "ok"},
 		{"redfish unknown driver option", append(redfish(refs.redfish, rf.pin), "--driver-options", `{"colour":1}`, "power.getPower"), "invalid-args"},
 		{"redfish setPower on", append(redfish(refs.redfish, rf.pin), "power.setPower", "on"), "ok"},
@@ -199,7 +205,7 @@ func bmcAuditOps(ipmiAddr string, rf *redfishBMC, forbidden, mediaURL string, re
 		{"redfish setPower off", append(redfish(refs.redfish, rf.pin), "power.setPower", "off"), "ok"},
 		{"redfish wrong password", append(redfish(refs.rfWrong, rf.pin), "power.getPower"), "auth-failed"},
 		{"redfish pin mismatch", append(redfish(refs.redfish, wrongPin), "power.getPower"), "pin-mismatch"},
-		{"redfish forbidden target", []string{"--driver", "redfish", "--address", forbidden, "--credentials-ref", refs.redfish, "power.getPower"}, "forbidden-target"},
+		{"redfish forbidden target", []string{"--driver", "redfish", "--address", "https://" + forbidden.String(), "--credentials-ref", refs.redfish, "power.getPower"}, "forbidden-target"},
 	}
 	return ops
 }
@@ -318,7 +324,10 @@ type target struct {
 	headers []http.Header
 }
 
-// startTarget serves on h's address, port 8443, until the test ends.
+// tgtPort is the proxy target's https port.
+const tgtPort = 8443
+
+// startTarget serves on h's address, port tgtPort, until the test ends.
 func startTarget(t *testing.T, h *netlab.Host) *target {
 	t.Helper()
 	kp := testpki.NewCA(t, "target").KeyPair(t, "talos-1", testpki.Leaf{IPs: []net.IP{h.Addr().AsSlice()}})
@@ -327,7 +336,7 @@ func startTarget(t *testing.T, h *netlab.Host) *target {
 		t.Fatal(err)
 	}
 	pin := sha256.Sum256(leaf.RawSubjectPublicKeyInfo)
-	ln, err := h.Listen(h.Lab().Context(), "tcp4", h.Addr().String()+":8443")
+	ln, err := h.Listen(h.Lab().Context(), "tcp4", netip.AddrPortFrom(h.Addr(), tgtPort).String())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/netip"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/siteboot/siteboot/internal/netlab"
@@ -116,4 +117,31 @@ func relay(a, b net.Conn) {
 	<-done
 	a.Close()
 	b.Close()
+}
+
+// countUDP counts the datagrams that reach at, a UDP port opened inside
+// h's namespace, until the test ends.
+func countUDP(t *testing.T, h *netlab.Host, at netip.AddrPort) *atomic.Int64 {
+	t.Helper()
+	pc, err := h.ListenPacket(h.Lab().Context(), nil, "udp4", at.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n atomic.Int64
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		buf := make([]byte, 2048)
+		for {
+			if _, _, err := pc.ReadFrom(buf); err != nil {
+				return
+			}
+			n.Add(1)
+		}
+	}()
+	t.Cleanup(func() {
+		pc.Close()
+		<-done
+	})
+	return &n
 }
