@@ -29,14 +29,22 @@ type relayServe struct {
 
 func startRelayServe(t *testing.T, networks string) *relayServe {
 	t.Helper()
+	r := startRelayServeWith(t, networks, "")
+	waitSocket(t, r.sock)
+	return r
+}
+
+// startRelayServeWith starts the process with more YAML and does not wait
+// for it (the CLI waits until it is ready).
+func startRelayServeWith(t *testing.T, networks, more string) *relayServe {
+	t.Helper()
 	base := t.TempDir()
 	r := &relayServe{sock: filepath.Join(base, "s.sock"), secrets: filepath.Join(base, "secrets")}
 	if err := os.Mkdir(r.secrets, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	cfg := writeFile(t, base, "siteboot.yaml", "site_id: relay-test\nsecrets:\n  dir: "+r.secrets+"\nbmc:\n  networks: "+networks+"\n")
+	cfg := writeFile(t, base, "siteboot.yaml", "site_id: relay-test\nsecrets:\n  dir: "+r.secrets+"\nbmc:\n  networks: "+networks+"\n"+more)
 	serveProcess(t, "--config", cfg, "--data-dir", filepath.Join(base, "data"), "--admin-socket", r.sock)
-	waitSocket(t, r.sock)
 	return r
 }
 
@@ -307,4 +315,20 @@ func localAddress(t *testing.T) string {
 		}
 	}
 	return ""
+}
+
+// The relays are not boot answers: an appliance that does not hold the
+// boot lease (lease.mode external, nothing pushed) still runs them.
+func TestRelaysWithoutTheBootLease(t *testing.T) {
+	r := startRelayServeWith(t, "[127.0.0.1/32]", "lease:\n  mode: external\n")
+	udp, packets := countUDP(t, "127.0.0.2:0")
+	r.refused(t, "bmc: forbidden-target: ", []string{"127.0.0.2", "bmc.networks"},
+		"bmc", "--driver", "ipmi", "--address", udp, "--credentials-ref", r.secret(t, "bmc.json", `{"username":"admin","password":"x"}`), "power.getPower")
+	r.refused(t, "proxy: forbidden-target: ", []string{"nobody"}, "proxy", "--target-node", "nobody", "--url", "https://10.0.0.51/")
+	noPackets(t, packets)
+	out, errOut, code := r.run(t, "lease", "status", "-o", "json")
+	var ls leaseJSON
+	if err := json.Unmarshal([]byte(out), &ls); code != 0 || err != nil || ls.Active || ls.Mode != "external" {
+		t.Fatalf("lease status: exit %d, %v, %+v (%s); want external and not active", code, err, ls, errOut)
+	}
 }
