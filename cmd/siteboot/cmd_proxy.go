@@ -108,13 +108,7 @@ busy, internal.`,
 			} else if err != nil {
 				return err
 			}
-			if resp.GetTruncated() {
-				defer fmt.Fprintln(cmd.ErrOrStderr(), "(truncated)")
-			}
-			if cl.output == "json" {
-				return printJSON(cmd.OutOrStdout(), resp)
-			}
-			return printProxyResponse(cmd.OutOrStdout(), resp)
+			return showProxyResponse(cmd.OutOrStdout(), cmd.ErrOrStderr(), cl.output, resp)
 		},
 	}
 	fl := c.Flags()
@@ -201,6 +195,21 @@ func readBody(arg string, stdin io.Reader) ([]byte, error) {
 		return nil, fmt.Errorf("--body %s: larger than %d bytes (one admin API message is at most 4 MiB)", arg, maxProxyBody)
 	}
 	return b, nil
+}
+
+// showProxyResponse prints a response as protojson or as text, and
+// "(truncated)" on stderr after it when the body was cut.
+func showProxyResponse(stdout, stderr io.Writer, output string, resp *sitev1.HttpProxyResponse) error {
+	var err error
+	if output == "json" {
+		err = printJSON(stdout, resp)
+	} else {
+		err = printProxyResponse(stdout, resp)
+	}
+	if err == nil && resp.GetTruncated() {
+		_, err = fmt.Fprintln(stderr, "(truncated)")
+	}
+	return err
 }
 
 // printProxyResponse prints the status line, the headers (a value with a
