@@ -39,7 +39,6 @@ type dialer struct {
 	dialErr     error
 	tlsErr      error
 	pinMismatch bool
-	dialled     netip.AddrPort
 }
 
 func (d *dialer) dial(ctx context.Context, network, address string) (net.Conn, error) {
@@ -65,9 +64,6 @@ func (d *dialer) dial(ctx context.Context, network, address string) (net.Conn, e
 	if err != nil {
 		return nil, d.fail(err)
 	}
-	d.mu.Lock()
-	d.dialled = ap
-	d.mu.Unlock()
 	return conn, nil
 }
 
