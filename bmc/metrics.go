@@ -54,6 +54,7 @@ func (r *Relay) finish(req *sitev1.BmcOperationRequest, p *plan, code, msg strin
 	r.metrics.duration.WithLabelValues(driver).Observe(d.Seconds())
 	attrs := []any{slog.String("driver", driver), slog.String("operation", op),
 		slog.String("code", code), slog.Duration("duration", d),
+		slog.String("address", truncate(req.GetAddress(), 128)),
 		slog.String("credentials_ref", truncate(req.GetCredentialsRef(), 128))}
 	if p != nil && p.target.Addr().IsValid() {
 		attrs = append(attrs, slog.String("bmc", p.target.String()))

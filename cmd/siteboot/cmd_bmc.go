@@ -42,62 +42,11 @@ func newBmcCmd(cl *clientOptions) *cobra.Command {
 func newBmcCmdRunning(cl *clientOptions, run func(*cobra.Command, *sitev1.BmcOperationRequest) error) *cobra.Command {
 	var f bmcFlags
 	c := &cobra.Command{
-		Use:   "bmc --driver ipmi|redfish --address ADDR --credentials-ref REF OPERATION [VALUE]",
-		Short: "Run one operation on a BMC in bmc.networks: power, boot device, virtual media, inspect",
-		Long: `Run one operation on a BMC (the BmcOperation RPC). The appliance dials the
-BMC itself, with the named driver only; it is not forwarded to another
-appliance and needs no boot lease.
-
-The BMC's address must lie in the appliance's bmc.networks: any other address
-(or every address, when bmc.networks is empty) is refused with
-forbidden-target before a packet is sent. ADDR is, for ipmi, HOST or
-HOST:PORT (port 623); for redfish HOST, HOST:PORT or https://HOST[:PORT]
-(port 443). A name is resolved once and every address it gives must pass.
-
-The credentials never appear on the command line: --credentials-ref names a
-secret on the appliance (file:///PATH under secrets.dir, env://NAME starting
-with secrets.env_prefix) that holds {"username": "...", "password": "..."}.
-The appliance reads it for the operation and never logs or returns it.
-
-OPERATION and its VALUE (a shorthand for --args JSON; not both):
-  power.getPower                                 prints power: on|off
-  power.setPower on|off|soft|reset|cycle         {"state": VALUE}
-  management.setBootDevice pxe|disk|cdrom|bios   {"device": VALUE}, with
-      --persistent (every boot, not the next only) and --efi
-  virtual-media.insert URL                       {"kind": "CD", "url": URL};
-      other kinds (DVD, Floppy, USBStick) through --args
-  virtual-media.eject                            --args '{"kind": "CD"}' (default)
-  inspect.inspect                                power, vendor, model,
-      serial, firmware, as far as the driver tells
-
---driver-options passes per-BMC driver options as JSON; unknown keys are
-refused: ipmi {"cipherSuite": 0..17, "port": N} (without cipherSuite 3 is
-tried, then 17), redfish {"port": N}; a port comes from ADDR or the options,
-not both. Virtual media is redfish only; inspect.inspect gives the power
-state with ipmi, and vendor, model, serial and firmware too with redfish.
---spki-sha256 pins a redfish BMC's certificate (the SHA-256 of its
-SubjectPublicKeyInfo); without a pin the BMC's certificate is not verified,
-as BMCs ship self-signed ones.
-
-The result is printed one field per line (power: on); -o json prints the
-whole BmcOperationResult. A failed operation prints "bmc: CODE: MESSAGE" on
-stderr and exits 1. CODE is one of forbidden-target, invalid-args,
-unsupported, credentials-unavailable, unreachable, auth-failed,
-pin-mismatch, tls-failed, timeout, busy, bmc-error, internal.`,
-		Example: `  # the secret: {"username": "admin", "password": "..."} in secrets.dir
-  siteboot bmc --driver ipmi --address 10.20.0.11 --credentials-ref file:///etc/siteboot/secrets/bmc-11.json power.getPower
-  siteboot bmc --driver ipmi --address 10.20.0.11:623 --credentials-ref env://SITEBOOT_SECRET_BMC11 power.setPower on
-  siteboot bmc --driver ipmi --address 10.20.0.11 --credentials-ref env://SITEBOOT_SECRET_BMC11 \
-      management.setBootDevice pxe --persistent --efi
-  siteboot bmc --driver ipmi --address 10.20.0.11 --credentials-ref env://SITEBOOT_SECRET_BMC11 \
-      --driver-options '{"cipherSuite": 3}' power.setPower cycle
-  siteboot bmc --driver redfish --address https://10.20.0.12 --credentials-ref env://SITEBOOT_SECRET_BMC12 \
-      --spki-sha256 9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08 \
-      virtual-media.insert https://10.0.0.2:8080/cache/HEX
-  siteboot bmc --driver redfish --address 10.20.0.12 --credentials-ref env://SITEBOOT_SECRET_BMC12 \
-      --args '{"kind": "CD"}' virtual-media.eject
-  siteboot bmc --driver redfish --address 10.20.0.12 --credentials-ref env://SITEBOOT_SECRET_BMC12 -o json inspect.inspect`,
-		Args: cobra.RangeArgs(1, 2),
+		Use:     "bmc --driver ipmi|redfish --address ADDR --credentials-ref REF OPERATION [VALUE]",
+		Short:   "Run one operation on a BMC in bmc.networks: power, boot device, virtual media, inspect",
+		Long:    bmcLong,
+		Example: bmcExample,
+		Args:    cobra.RangeArgs(1, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			req, err := f.request(cmd, args)
 			if err != nil {
@@ -231,3 +180,59 @@ func printResultFields(w io.Writer, resultJSON string) error {
 	}
 	return nil
 }
+
+// bmcLong and bmcExample are `siteboot bmc --help`.
+const bmcLong = `Run one operation on a BMC (the BmcOperation RPC). The appliance dials the
+BMC itself, with the named driver only; it is not forwarded to another
+appliance and needs no boot lease.
+
+The BMC's address must lie in the appliance's bmc.networks: any other address
+(or every address, when bmc.networks is empty) is refused with
+forbidden-target before a packet is sent. ADDR is, for ipmi, HOST or
+HOST:PORT (port 623); for redfish HOST, HOST:PORT or https://HOST[:PORT]
+(port 443). A name is resolved once and every address it gives must pass.
+
+The credentials never appear on the command line: --credentials-ref names a
+secret on the appliance (file:///PATH under secrets.dir, env://NAME starting
+with secrets.env_prefix) that holds {"username": "...", "password": "..."}.
+The appliance reads it for the operation and never logs or returns it.
+
+OPERATION and its VALUE (a shorthand for --args JSON; not both):
+  power.getPower                                 prints power: on|off
+  power.setPower on|off|soft|reset|cycle         {"state": VALUE}
+  management.setBootDevice pxe|disk|cdrom|bios   {"device": VALUE}, with
+      --persistent (every boot, not the next only) and --efi
+  virtual-media.insert URL                       {"kind": "CD", "url": URL};
+      other kinds (DVD, Floppy, USBStick) through --args
+  virtual-media.eject                            --args '{"kind": "CD"}' (default)
+  inspect.inspect                                power, vendor, model,
+      serial, firmware, as far as the driver tells
+
+--driver-options passes per-BMC driver options as JSON; unknown keys are
+refused: ipmi {"cipherSuite": 0..17, "port": N} (without cipherSuite 3 is
+tried, then 17), redfish {"port": N}; a port comes from ADDR or the options,
+not both. Virtual media is redfish only; inspect.inspect gives the power
+state with ipmi, and vendor, model, serial and firmware too with redfish.
+--spki-sha256 pins a redfish BMC's certificate (the SHA-256 of its
+SubjectPublicKeyInfo); without a pin the BMC's certificate is not verified,
+as BMCs ship self-signed ones.
+
+The result is printed one field per line (power: on); -o json prints the
+whole BmcOperationResult. A failed operation prints "bmc: CODE: MESSAGE" on
+stderr and exits 1. CODE is one of forbidden-target, invalid-args,
+unsupported, credentials-unavailable, unreachable, auth-failed,
+pin-mismatch, tls-failed, timeout, busy, bmc-error, internal.`
+
+const bmcExample = `  # the secret: {"username": "admin", "password": "..."} in secrets.dir
+  siteboot bmc --driver ipmi --address 10.20.0.11 --credentials-ref file:///etc/siteboot/secrets/bmc-11.json power.getPower
+  siteboot bmc --driver ipmi --address 10.20.0.11:623 --credentials-ref env://SITEBOOT_SECRET_BMC11 power.setPower on
+  siteboot bmc --driver ipmi --address 10.20.0.11 --credentials-ref env://SITEBOOT_SECRET_BMC11 \
+      management.setBootDevice pxe --persistent --efi
+  siteboot bmc --driver ipmi --address 10.20.0.11 --credentials-ref env://SITEBOOT_SECRET_BMC11 \
+      --driver-options '{"cipherSuite": 3}' power.setPower cycle
+  siteboot bmc --driver redfish --address https://10.20.0.12 --credentials-ref env://SITEBOOT_SECRET_BMC12 \
+      --spki-sha256 9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08 \
+      virtual-media.insert https://10.0.0.2:8080/cache/HEX
+  siteboot bmc --driver redfish --address 10.20.0.12 --credentials-ref env://SITEBOOT_SECRET_BMC12 \
+      --args '{"kind": "CD"}' virtual-media.eject
+  siteboot bmc --driver redfish --address 10.20.0.12 --credentials-ref env://SITEBOOT_SECRET_BMC12 -o json inspect.inspect`

@@ -33,61 +33,11 @@ type proxyFlags struct {
 func newProxyCmd(cl *clientOptions) *cobra.Command {
 	var f proxyFlags
 	c := &cobra.Command{
-		Use:   "proxy --target-node ID --url URL [--method M] [--header K:V]... [--secret-header K:REF]... [--body STRING|@FILE|@-]",
-		Short: "Make one HTTP request to a proxy target of the site spec (site.httpProxy)",
-		Long: `Make one HTTP request from the appliance to a node's API (the HttpProxy RPC),
-for machines whose API is reachable only inside the site.
-
-The URL's host must be one of the addresses the site spec lists for
---target-node under proxyTargets ('siteboot site apply'): an IP literal
-compared as an IP, or a name compared as a name and then resolved once,
-every address it gives being an IP the node lists too (list a node's names
-and their addresses). Whatever the spec says, a
-target is never a loopback, link-local, multicast or unspecified address, an
-address in bmc.networks, or one of the appliance's own addresses. Plain http
-is allowed only to addresses in httpproxy.provisioning_networks; elsewhere
-https only, verified against the system roots (an IP literal must be an IP
-SAN of the certificate) or, with --spki-sha256, against that pin alone. Anything else is refused with forbidden-target
-before a packet is sent.
-
-Redirects are not followed (a 3xx is printed as it is); every request uses
-a fresh connection and no proxy environment variable. The body is cut at
-httpproxy.max_response_bytes (1MiB by default) and "(truncated)" is printed
-on stderr. --timeout bounds the request (default httpproxy.timeout, 30s;
-at most 5m); here it is the request's timeout, not the wait for the
-appliance.
-
---header NAME:VALUE sends a header (repeatable); Host, Connection, Upgrade,
-Transfer-Encoding, Content-Length, TE, Trailer, Keep-Alive, Expect,
-HTTP2-Settings and Proxy-* are the proxy's and refused.
---secret-header NAME:REF sends a header whose value the appliance reads from
-the secret ref REF (file:///PATH under secrets.dir, env://NAME starting with
-secrets.env_prefix): the value never appears on the command line, in a log
-or in the response. --body sends STRING, the contents of @FILE, or of
-standard input with @- (at most 4 MiB in all).
-
-Prints "HTTP STATUS", the response headers, a blank line and the body; -o json
-prints the HttpProxyResponse (the body base64). Any status the target
-answers exits 0. A refused or failed request prints "proxy: CODE: MESSAGE"
-on stderr and exits 1; CODE is one of forbidden-target, invalid-args,
-credentials-unavailable, unreachable, timeout, pin-mismatch, tls-failed,
-busy, internal.`,
-		Example: `  # the allow-list, in the site spec
-  cat > site.yaml <<EOF
-  proxyTargets:
-    - nodeId: talos-1
-      addresses: [10.0.0.51, talos-1.site.example]   # the name and its address
-  EOF
-  siteboot site apply site.yaml
-
-  siteboot proxy --target-node talos-1 --url https://10.0.0.51:50000/version \
-      --spki-sha256 9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08
-  siteboot proxy --target-node talos-1 --url https://talos-1.site.example:6443/readyz \
-      --secret-header Authorization:file:///etc/siteboot/secrets/talos-1-bearer
-  siteboot proxy --target-node talos-1 --url https://10.0.0.51/api/v1/config --method PUT \
-      --header Content-Type:application/json --body @config.json --timeout 2m
-  echo '{"reboot": true}' | siteboot proxy --target-node talos-1 --url https://10.0.0.51/api --method POST --body @-`,
-		Args: cobra.NoArgs,
+		Use:     "proxy --target-node ID --url URL [--method M] [--header K:V]... [--secret-header K:REF]... [--body STRING|@FILE|@-]",
+		Short:   "Make one HTTP request to a proxy target of the site spec (site.httpProxy)",
+		Long:    proxyLong,
+		Example: proxyExample,
+		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			req, err := f.request(cmd.InOrStdin())
 			if err != nil {
@@ -108,13 +58,7 @@ busy, internal.`,
 			} else if err != nil {
 				return err
 			}
-			if resp.GetTruncated() {
-				defer fmt.Fprintln(cmd.ErrOrStderr(), "(truncated)")
-			}
-			if cl.output == "json" {
-				return printJSON(cmd.OutOrStdout(), resp)
-			}
-			return printProxyResponse(cmd.OutOrStdout(), resp)
+			return showProxyResponse(cmd.OutOrStdout(), cmd.ErrOrStderr(), cl.output, resp)
 		},
 	}
 	fl := c.Flags()
@@ -203,6 +147,21 @@ func readBody(arg string, stdin io.Reader) ([]byte, error) {
 	return b, nil
 }
 
+// showProxyResponse prints a response as protojson or as text, and
+// "(truncated)" on stderr after it when the body was cut.
+func showProxyResponse(stdout, stderr io.Writer, output string, resp *sitev1.HttpProxyResponse) error {
+	var err error
+	if output == "json" {
+		err = printJSON(stdout, resp)
+	} else {
+		err = printProxyResponse(stdout, resp)
+	}
+	if err == nil && resp.GetTruncated() {
+		_, err = fmt.Fprintln(stderr, "(truncated)")
+	}
+	return err
+}
+
 // printProxyResponse prints the status line, the headers (a value with a
 // control character quoted), a blank line and the body as it came.
 func printProxyResponse(w io.Writer, resp *sitev1.HttpProxyResponse) error {
@@ -222,3 +181,58 @@ func printProxyResponse(w io.Writer, resp *sitev1.HttpProxyResponse) error {
 	_, err := w.Write(resp.GetBody())
 	return err
 }
+
+// proxyLong and proxyExample are `siteboot proxy --help`.
+const proxyLong = `Make one HTTP request from the appliance to a node's API (the HttpProxy RPC),
+for machines whose API is reachable only inside the site.
+
+The URL's host must be one of the addresses the site spec lists for
+--target-node under proxyTargets ('siteboot site apply'): an IP literal
+compared as an IP, or a name compared as a name and then resolved once,
+every address it gives being an IP the node lists too (list a node's names
+and their addresses). Whatever the spec says, a
+target is never a loopback, link-local, multicast or unspecified address, an
+address in bmc.networks, or one of the appliance's own addresses. Plain http
+is allowed only to addresses in httpproxy.provisioning_networks; elsewhere
+https only, verified against the system roots (an IP literal must be an IP
+SAN of the certificate) or, with --spki-sha256, against that pin alone. Anything else is refused with forbidden-target
+before a packet is sent.
+
+Redirects are not followed (a 3xx is printed as it is); every request uses
+a fresh connection and no proxy environment variable. The body is cut at
+httpproxy.max_response_bytes (1MiB by default) and "(truncated)" is printed
+on stderr. --timeout bounds the request (default httpproxy.timeout, 30s;
+at most 5m); here it is the request's timeout, not the wait for the
+appliance.
+
+--header NAME:VALUE sends a header (repeatable); Host, Connection, Upgrade,
+Transfer-Encoding, Content-Length, TE, Trailer, Keep-Alive, Expect,
+HTTP2-Settings and Proxy-* are the proxy's and refused.
+--secret-header NAME:REF sends a header whose value the appliance reads from
+the secret ref REF (file:///PATH under secrets.dir, env://NAME starting with
+secrets.env_prefix): the value never appears on the command line, in a log
+or in the response. --body sends STRING, the contents of @FILE, or of
+standard input with @- (at most 4 MiB in all).
+
+Prints "HTTP STATUS", the response headers, a blank line and the body; -o json
+prints the HttpProxyResponse (the body base64). Any status the target
+answers exits 0. A refused or failed request prints "proxy: CODE: MESSAGE"
+on stderr and exits 1; CODE is one of forbidden-target, invalid-args,
+credentials-unavailable, unreachable, timeout, pin-mismatch, tls-failed,
+busy, internal.`
+
+const proxyExample = `  # the allow-list, in the site spec
+  cat > site.yaml <<EOF
+  proxyTargets:
+    - nodeId: talos-1
+      addresses: [10.0.0.51, talos-1.site.example]   # the name and its address
+  EOF
+  siteboot site apply site.yaml
+
+  siteboot proxy --target-node talos-1 --url https://10.0.0.51:50000/version \
+      --spki-sha256 9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08
+  siteboot proxy --target-node talos-1 --url https://talos-1.site.example:6443/readyz \
+      --secret-header Authorization:file:///etc/siteboot/secrets/talos-1-bearer
+  siteboot proxy --target-node talos-1 --url https://10.0.0.51/api/v1/config --method PUT \
+      --header Content-Type:application/json --body @config.json --timeout 2m
+  echo '{"reboot": true}' | siteboot proxy --target-node talos-1 --url https://10.0.0.51/api --method POST --body @-`

@@ -2,9 +2,11 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	sitev1 "github.com/siteboot/siteboot/gen/bettercompute/site/v1"
@@ -148,4 +150,78 @@ func TestRelayHelpTeaches(t *testing.T) {
 			}
 		}
 	}
+}
+
+// A response prints as the status line, its headers (a value with a
+// control character quoted), a blank line and the body unchanged; a cut
+// body says so on stderr.
+func TestShowProxyResponse(t *testing.T) {
+	resp := &sitev1.HttpProxyResponse{Status: 302, Body: []byte("moved\x00\n"), Truncated: true, Headers: []*sitev1.HttpProxyHeader{
+		{Name: "Location", Value: "https://elsewhere.example/"}, {Name: "X-Odd", Value: "a\x1b[2Jb"}}}
+	var out, errOut bytes.Buffer
+	if err := showProxyResponse(&out, &errOut, "table", resp); err != nil {
+		t.Fatal(err)
+	}
+	want := "HTTP 302\nLocation: https://elsewhere.example/\nX-Odd: \"a\\x1b[2Jb\"\n\nmoved\x00\n"
+	if diff := cmp.Diff(want, out.String()); diff != "" {
+		t.Errorf("stdout (-want +got):\n%s", diff)
+	}
+	if errOut.String() != "(truncated)\n" {
+		t.Errorf("stderr %q; want (truncated)", errOut.String())
+	}
+	out.Reset()
+	errOut.Reset()
+	resp.Truncated = false
+	if err := showProxyResponse(&out, &errOut, "json", resp); err != nil {
+		t.Fatal(err)
+	}
+	var js struct {
+		Status int    `json:"status"`
+		Body   []byte `json:"body"`
+	}
+	if err := json.Unmarshal(out.Bytes(), &js); err != nil || js.Status != 302 || string(js.Body) != "moved\x00\n" || errOut.Len() != 0 {
+		t.Errorf("-o json: %v, stdout %s, stderr %q", err, out.String(), errOut.String())
+	}
+}
+
+// --body reads the string, a file or stdin, bounded; headers split at the
+// first colon with the blanks after it dropped.
+func TestProxyRequestFromFlags(t *testing.T) {
+	dir := t.TempDir()
+	file := writeFile(t, dir, "body.json", `{"a":1}`)
+	big := writeFile(t, dir, "big", strings.Repeat("x", maxProxyBody+1))
+	f := proxyFlags{targetNode: "talos-1", url: "https://10.0.0.51/x", method: "post", body: "@" + file,
+		headers: []string{"Content-Type: application/json", "X-Url:https://a.example/b:c"}, secretHeaders: []string{"Authorization:env://SITEBOOT_SECRET_T"},
+		spki: strings.Repeat("ab:", 31) + "ab", timeout: 1500 * time.Millisecond}
+	req, err := f.request(strings.NewReader(""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]any{"method": req.GetMethod(), "body": string(req.GetBody()), "timeout_ms": req.GetTimeoutMs(), "pin": len(req.GetTlsSpkiSha256()),
+		"headers": headerPairs(req.GetHeaders()), "secret": headerPairs(req.GetSecretHeaders()), "node": req.GetTargetNodeId(), "url": req.GetUrl()}
+	want := map[string]any{"method": "POST", "body": `{"a":1}`, "timeout_ms": uint32(1500), "pin": 32,
+		"headers": []string{"Content-Type=application/json", "X-Url=https://a.example/b:c"}, "secret": []string{"Authorization=env://SITEBOOT_SECRET_T"},
+		"node": "talos-1", "url": "https://10.0.0.51/x"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("request (-want +got):\n%s", diff)
+	}
+	for arg, wantBody := range map[string]string{"@-": "from stdin", "plain text": "plain text", "": ""} {
+		f := proxyFlags{body: arg}
+		req, err := f.request(strings.NewReader("from stdin"))
+		if err != nil || string(req.GetBody()) != wantBody {
+			t.Errorf("--body %q: %q, %v; want %q", arg, req.GetBody(), err, wantBody)
+		}
+	}
+	f = proxyFlags{body: "@" + big}
+	if _, err := f.request(strings.NewReader("")); err == nil || !strings.Contains(err.Error(), "larger than") {
+		t.Errorf("--body of %d bytes: %v; want refused", maxProxyBody+1, err)
+	}
+}
+
+func headerPairs(hs []*sitev1.HttpProxyHeader) []string {
+	var out []string
+	for _, h := range hs {
+		out = append(out, h.GetName()+"="+h.GetValue())
+	}
+	return out
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"net"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"github.com/siteboot/siteboot/internal/ipmisim"
+	"github.com/siteboot/siteboot/internal/redfishsim"
 )
 
 // The BMC password of these tests: it must never appear in what the CLI
@@ -29,14 +31,22 @@ type relayServe struct {
 
 func startRelayServe(t *testing.T, networks string) *relayServe {
 	t.Helper()
+	r := startRelayServeWith(t, networks, "")
+	waitSocket(t, r.sock)
+	return r
+}
+
+// startRelayServeWith starts the process with more YAML and does not wait
+// for it (the CLI waits until it is ready).
+func startRelayServeWith(t *testing.T, networks, more string) *relayServe {
+	t.Helper()
 	base := t.TempDir()
 	r := &relayServe{sock: filepath.Join(base, "s.sock"), secrets: filepath.Join(base, "secrets")}
 	if err := os.Mkdir(r.secrets, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	cfg := writeFile(t, base, "siteboot.yaml", "site_id: relay-test\nsecrets:\n  dir: "+r.secrets+"\nbmc:\n  networks: "+networks+"\n")
+	cfg := writeFile(t, base, "siteboot.yaml", "site_id: relay-test\nsecrets:\n  dir: "+r.secrets+"\nbmc:\n  networks: "+networks+"\n"+more)
 	serveProcess(t, "--config", cfg, "--data-dir", filepath.Join(base, "data"), "--admin-socket", r.sock)
-	waitSocket(t, r.sock)
 	return r
 }
 
@@ -307,4 +317,64 @@ func localAddress(t *testing.T) string {
 		}
 	}
 	return ""
+}
+
+// The relays are not boot answers: an appliance that does not hold the
+// boot lease (lease.mode external, nothing pushed) still runs them.
+func TestRelaysWithoutTheBootLease(t *testing.T) {
+	r := startRelayServeWith(t, "[127.0.0.1/32]", "lease:\n  mode: external\n")
+	udp, packets := countUDP(t, "127.0.0.2:0")
+	r.refused(t, "bmc: forbidden-target: ", []string{"127.0.0.2", "bmc.networks"},
+		"bmc", "--driver", "ipmi", "--address", udp, "--credentials-ref", r.secret(t, "bmc.json", `{"username":"admin","password":"x"}`), "power.getPower")
+	r.refused(t, "proxy: forbidden-target: ", []string{"nobody"}, "proxy", "--target-node", "nobody", "--url", "https://10.0.0.51/")
+	noPackets(t, packets)
+	out, errOut, code := r.run(t, "lease", "status", "-o", "json")
+	var ls leaseJSON
+	if err := json.Unmarshal([]byte(out), &ls); code != 0 || err != nil || ls.Active || ls.Mode != "external" {
+		t.Fatalf("lease status: exit %d, %v, %+v (%s); want external and not active", code, err, ls, errOut)
+	}
+}
+
+// Redfish through the CLI, pinned: power on, a boot device, virtual media
+// in and out; a wrong pin is pin-mismatch and changes nothing.
+func TestRedfishThroughServe(t *testing.T) {
+	r := startRelayServe(t, "[127.0.0.1/32]")
+	sim, err := redfishsim.Start(redfishsim.Config{User: "admin", Password: relayTestPassword})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(sim.Close)
+	creds := r.secret(t, "redfish.json", `{"username":"admin","password":"`+relayTestPassword+`"}`)
+	pin := hex.EncodeToString(sim.SPKISHA256())
+	redfish := func(pin string, args ...string) []string {
+		return append([]string{"bmc", "--driver", "redfish", "--address", "https://" + sim.Addr().String(), "--credentials-ref", creds,
+			"--spki-sha256", pin}, args...)
+	}
+	for _, step := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"power.setPower", "on"}, "requested: on\n"},
+		{[]string{"power.getPower"}, "power: on\n"},
+		{[]string{"management.setBootDevice", "pxe", "--efi"}, "device: pxe\nefi: true\npersistent: false\n"},
+		{[]string{"virtual-media.insert", "https://10.0.0.2:8080/cache/abc"}, "inserted: true\nkind: CD\n"},
+	} {
+		out, errOut, code := r.run(t, redfish(pin, step.args...)...)
+		if code != 0 || out != step.want {
+			t.Fatalf("bmc %s: exit %d, stdout %q, stderr %q; want %q", strings.Join(step.args, " "), code, out, errOut, step.want)
+		}
+	}
+	st := sim.State()
+	if !st.PowerOn || !strings.EqualFold(st.BootTarget, "pxe") || !st.MediaInserted || st.MediaImage != "https://10.0.0.2:8080/cache/abc" {
+		t.Fatalf("redfish state after the operations: %+v", st)
+	}
+	wrong := strings.Repeat("00", 32)
+	r.refused(t, "bmc: pin-mismatch: ", nil, redfish(wrong, "virtual-media.eject")...)
+	if !sim.State().MediaInserted {
+		t.Fatal("a refused pin ejected the medium")
+	}
+	if out, errOut, code := r.run(t, redfish(pin, "virtual-media.eject")...); code != 0 || !strings.Contains(out, "ejected: true") || sim.State().MediaInserted {
+		t.Fatalf("virtual-media.eject: exit %d, stdout %q, stderr %q, state %+v", code, out, errOut, sim.State())
+	}
+	r.noSecret(t)
 }

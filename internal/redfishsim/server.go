@@ -33,6 +33,8 @@ type Machine interface {
 type Config struct {
 	// User and Password are the one account; both required.
 	User, Password string
+	// Addr is the loopback address to listen on (default 127.0.0.1).
+	Addr netip.Addr
 	// PoweredOn is the initial power state.
 	PoweredOn bool
 	// Machine gets each power change (nil: none).
@@ -56,6 +58,7 @@ type Server struct {
 	srv   *httptest.Server
 	spki  [32]byte
 	conns atomic.Int64
+	reqs  atomic.Int64
 
 	mu       sync.Mutex
 	state    State
@@ -63,7 +66,7 @@ type Server struct {
 	nextID   int
 }
 
-// Start serves on 127.0.0.1:0 over TLS with a fresh self-signed
+// Start serves on Config.Addr (127.0.0.1) port 0 over TLS with a fresh self-signed
 // certificate.
 func Start(cfg Config) (*Server, error) {
 	if cfg.User == "" || cfg.Password == "" {
@@ -75,7 +78,21 @@ func Start(cfg Config) (*Server, error) {
 	}
 	s := &Server{cfg: cfg, spki: spki, sessions: make(map[string]string),
 		state: State{PowerOn: cfg.PoweredOn, BootTarget: "None", BootEnabled: "Disabled", BootMode: "UEFI"}}
-	s.srv = httptest.NewUnstartedServer(s.routes())
+	routes := s.routes()
+	s.srv = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.reqs.Add(1)
+		routes.ServeHTTP(w, r)
+	}))
+	addr := cfg.Addr
+	if !addr.IsValid() {
+		addr = netip.AddrFrom4([4]byte{127, 0, 0, 1})
+	}
+	ln, err := net.Listen("tcp", netip.AddrPortFrom(addr, 0).String())
+	if err != nil {
+		return nil, fmt.Errorf("redfishsim: listen: %w", err)
+	}
+	s.srv.Listener.Close()
+	s.srv.Listener = ln
 	s.srv.TLS = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
 	s.srv.Config.ErrorLog = log.New(io.Discard, "", 0)
 	s.srv.Config.ReadHeaderTimeout = 10 * time.Second
@@ -98,6 +115,9 @@ func (s *Server) SPKISHA256() []byte { return append([]byte(nil), s.spki[:]...) 
 
 // Connections counts the TCP connections accepted so far.
 func (s *Server) Connections() int64 { return s.conns.Load() }
+
+// Requests counts the HTTP requests received so far.
+func (s *Server) Requests() int64 { return s.reqs.Load() }
 
 // State returns a copy of the current state.
 func (s *Server) State() State {
