@@ -162,5 +162,3 @@ func requireTool(t *testing.T, name string) {
 		t.Fatalf("%s is required (Debian openipmi/ipmitool): %v", name, err)
 	}
 }
-
-func contains(s, sub string) bool { return strings.Contains(s, sub) }

@@ -1,6 +1,8 @@
 package bmc
 
 import (
+	"slices"
+	"strings"
 	"testing"
 
 	sitev1 "github.com/siteboot/siteboot/gen/bettercompute/site/v1"
@@ -47,24 +49,12 @@ func TestRedfishPower(t *testing.T) {
 		}
 	}
 	want := []string{"On", "ForceRestart", "PowerCycle", "GracefulShutdown", "On", "ForceOff"}
-	if got := s.State().Resets; !equal(got, want) {
+	if got := s.State().Resets; !slices.Equal(got, want) {
 		t.Errorf("reset types = %q, want %q", got, want)
 	}
 	if n := s.Sessions(); n != 0 {
 		t.Errorf("%d sessions left open on the BMC", n)
 	}
-}
-
-func equal(a, b []string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 func TestRedfishCycleWhenOffIsBMCError(t *testing.T) {
@@ -118,8 +108,8 @@ func TestRedfishVirtualMedia(t *testing.T) {
 	// USBStick is not a media type of the BMC's only device.
 	wantCode(t, tr.do(t, rfReq(s, "env://RF", "virtual-media.insert", `{"kind":"USBStick","url":"http://images.example/b.img"}`)),
 		relayerr.BMCError, "virtual-media.insert")
-	if strings := tr.log.String(); contains(strings, "images.example") {
-		t.Errorf("the media URL was logged:\n%s", strings)
+	if log := tr.log.String(); strings.Contains(log, "images.example") {
+		t.Errorf("the media URL was logged:\n%s", log)
 	}
 }
 

@@ -28,7 +28,6 @@ var (
 // error text.
 type trace struct {
 	mu        sync.Mutex
-	dials     int
 	dialErr   error
 	tlsErr    error
 	pinFailed bool
@@ -45,7 +44,7 @@ func (t *trace) record(f func(*trace)) {
 func (t *trace) snapshot() trace {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return trace{dials: t.dials, dialErr: t.dialErr, tlsErr: t.tlsErr, pinFailed: t.pinFailed,
+	return trace{dialErr: t.dialErr, tlsErr: t.tlsErr, pinFailed: t.pinFailed,
 		wrongAddr: t.wrongAddr, statuses: append([]int(nil), t.statuses...)}
 }
 
@@ -82,7 +81,6 @@ func newHTTPClient(target netip.AddrPort, pin []byte, tr *trace) *http.Client {
 			tr.record(func(t *trace) { t.wrongAddr = true })
 			return nil, errWrongTarget
 		}
-		tr.record(func(t *trace) { t.dials++ })
 		raw, err := dialer.DialContext(ctx, "tcp", target.String())
 		if err != nil {
 			tr.record(func(t *trace) { t.dialErr = err })
