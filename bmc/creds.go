@@ -3,6 +3,7 @@ package bmc
 import (
 	"context"
 
+	"github.com/siteboot/siteboot/internal/redact"
 	"github.com/siteboot/siteboot/internal/relayerr"
 )
 
@@ -14,13 +15,13 @@ func (r *Relay) credentials(ctx context.Context, ref string) (credentials, error
 	if ref == "" {
 		return c, relayerr.New(relayerr.CredentialsUnavailable, "credentials_ref is empty")
 	}
-	name := quoteKey(ref)
+	name := redact.Ref(ref) // a value pasted as the ref is not repeated
 	if err := r.cfg.Secrets.Check(ref); err != nil {
-		return c, relayerr.New(relayerr.CredentialsUnavailable, "credentials_ref %s is not a valid secret reference", name)
+		return c, relayerr.New(relayerr.CredentialsUnavailable, "credentials_ref %q is not a valid secret reference", name)
 	}
 	raw, err := r.cfg.Secrets.Resolve(ctx, ref)
 	if err != nil {
-		return c, relayerr.New(relayerr.CredentialsUnavailable, "credentials_ref %s cannot be read", name)
+		return c, relayerr.New(relayerr.CredentialsUnavailable, "credentials_ref %q cannot be read", name)
 	}
 	err = decodeStrict("credentials", string(raw), map[string]fieldFunc{
 		"username": stringField(&c.Username),
@@ -28,11 +29,11 @@ func (r *Relay) credentials(ctx context.Context, ref string) (credentials, error
 	})
 	if err != nil || len(raw) == 0 {
 		return credentials{}, relayerr.New(relayerr.CredentialsUnavailable,
-			`credentials_ref %s is not a JSON object {"username": …, "password": …}`, name)
+			`credentials_ref %q is not a JSON object {"username": …, "password": …}`, name)
 	}
 	if c.Username == "" || c.Password == "" {
 		return credentials{}, relayerr.New(relayerr.CredentialsUnavailable,
-			"credentials_ref %s: username and password must both be non-empty", name)
+			"credentials_ref %q: username and password must both be non-empty", name)
 	}
 	return c, nil
 }

@@ -6,6 +6,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	sitev1 "github.com/siteboot/siteboot/gen/bettercompute/site/v1"
+	"github.com/siteboot/siteboot/internal/redact"
 )
 
 type metrics struct {
@@ -55,7 +56,7 @@ func (r *Relay) finish(req *sitev1.BmcOperationRequest, p *plan, code, msg strin
 	attrs := []any{slog.String("driver", driver), slog.String("operation", op),
 		slog.String("code", code), slog.Duration("duration", d),
 		slog.String("address", truncate(req.GetAddress(), 128)),
-		slog.String("credentials_ref", truncate(req.GetCredentialsRef(), 128))}
+		slog.String("credentials_ref", redact.Ref(req.GetCredentialsRef()))}
 	if p != nil && p.target.Addr().IsValid() {
 		attrs = append(attrs, slog.String("bmc", p.target.String()))
 	}

@@ -99,7 +99,7 @@ func (p *Proxy) checkHeaders(req *sitev1.HttpProxyRequest) error {
 		}
 		if err := p.cfg.Secrets.Check(h.GetValue()); err != nil {
 			return relayerr.New(relayerr.CredentialsUnavailable,
-				"secret_headers: %s: ref %q is not allowed", h.GetName(), redact.Clip(h.GetValue()))
+				"secret_headers: %s: ref %q is not allowed", h.GetName(), redact.Ref(h.GetValue()))
 		}
 	}
 	return nil
@@ -115,12 +115,12 @@ func (p *Proxy) secretHeaders(ctx context.Context, req *sitev1.HttpProxyRequest)
 		v, err := p.cfg.Secrets.Resolve(ctx, sh.GetValue())
 		if err != nil {
 			return nil, relayerr.New(relayerr.CredentialsUnavailable,
-				"secret_headers: %s: ref %q could not be read", sh.GetName(), redact.Clip(sh.GetValue()))
+				"secret_headers: %s: ref %q could not be read", sh.GetName(), redact.Ref(sh.GetValue()))
 		}
 		s := strings.TrimSuffix(strings.TrimSuffix(string(v), "\n"), "\r")
 		if len(s) > maxHeaderValue || !httpguts.ValidHeaderFieldValue(s) {
 			return nil, relayerr.New(relayerr.CredentialsUnavailable,
-				"secret_headers: %s: the secret behind ref %q is not a valid header value", sh.GetName(), redact.Clip(sh.GetValue()))
+				"secret_headers: %s: the secret behind ref %q is not a valid header value", sh.GetName(), redact.Ref(sh.GetValue()))
 		}
 		h.Add(sh.GetName(), s)
 	}

@@ -89,6 +89,9 @@ func (f *bmcFlags) request(cmd *cobra.Command, args []string) (*sitev1.BmcOperat
 	} else if bootFlags {
 		return nil, fmt.Errorf("--persistent and --efi go with management.setBootDevice DEVICE; with --args put them into the JSON")
 	}
+	if err := checkRef("--credentials-ref", f.credentialsRef); err != nil {
+		return nil, err
+	}
 	pin, err := parseSPKI(f.spki)
 	if err != nil {
 		return nil, err

@@ -16,6 +16,7 @@ import (
 	sitev1 "github.com/siteboot/siteboot/gen/bettercompute/site/v1"
 	sitebootv1 "github.com/siteboot/siteboot/gen/siteboot/v1"
 	"github.com/siteboot/siteboot/httpproxy"
+	"github.com/siteboot/siteboot/secretref"
 	"github.com/spf13/cobra"
 	"google.golang.org/grpc/status"
 )
@@ -104,18 +105,35 @@ func (f *proxyFlags) request(stdin io.Reader) (*sitev1.HttpProxyRequest, error) 
 }
 
 // parseHeaders reads NAME:VALUE flags; blanks after the colon are dropped
-// (curl's "Name: value" works too).
+// (curl's "Name: value" works too). An error never repeats the flag's text:
+// it may be a token (a header value, or a secret given in place of its ref).
 func parseHeaders(flag, what string, list []string) ([]*sitev1.HttpProxyHeader, error) {
 	var out []*sitev1.HttpProxyHeader
-	for _, h := range list {
+	for i, h := range list {
 		name, value, ok := strings.Cut(h, ":")
 		name = strings.TrimSpace(name)
 		if !ok || name == "" {
-			return nil, fmt.Errorf("%s %q: want NAME:%s", flag, h, what)
+			return nil, fmt.Errorf("%s number %d: want NAME:%s (its text is not repeated: it may hold a secret)", flag, i+1, what)
 		}
-		out = append(out, &sitev1.HttpProxyHeader{Name: name, Value: strings.TrimLeft(value, " \t")})
+		value = strings.TrimLeft(value, " \t")
+		if what == "REF" {
+			if err := checkRef(flag+" "+name, value); err != nil {
+				return nil, err
+			}
+		}
+		out = append(out, &sitev1.HttpProxyHeader{Name: name, Value: value})
 	}
 	return out, nil
+}
+
+// checkRef refuses what is not a secret ref before it leaves this process,
+// without repeating it: it may be the secret itself, pasted where its ref
+// belongs. The appliance checks the ref against its secrets.* policy.
+func checkRef(what, ref string) error {
+	if _, err := secretref.Parse(ref); err != nil {
+		return fmt.Errorf("%s: want a secret ref, env://NAME or file:///PATH (not the secret itself; what was given is not repeated)", what)
+	}
+	return nil
 }
 
 // readBody reads --body: the string itself, @FILE, or @- (stdin), at

@@ -1,11 +1,16 @@
 // Package redact makes text fit for logs, errors and status views: URL
 // drops what in a URL can be a credential (user info, the query of a
 // pre-signed URL, the fragment), URLError takes the whole URL out of an
-// HTTP client's error, and Clip bounds the length of text a client or an
-// origin chose. Every URL the appliance logs goes through URL.
+// HTTP client's error, Clip bounds the length of text a client or an
+// origin chose, and Ref names a secret ref without ever repeating a value
+// pasted in its place. Every URL the appliance logs goes through URL.
 package redact
 
-import "net/url"
+import (
+	"net/url"
+
+	"github.com/siteboot/siteboot/secretref"
+)
 
 // maxClip is how much of an untrusted string Clip keeps.
 const maxClip = 80
@@ -43,4 +48,18 @@ func URLError(err error) error {
 		return ue.Err
 	}
 	return err
+}
+
+// NotARef is what Ref says of a string that is not a secret ref.
+const NotARef = "<not shown: not of the form env://NAME or file:///PATH>"
+
+// Ref is ref clipped when it is a well-formed secret ref (a name, fit for
+// errors and logs), else NotARef: a caller who pasted the
+// secret itself, or a header value, where the ref belongs must not see it
+// repeated in an error, a log line or a response.
+func Ref(ref string) string {
+	if _, err := secretref.Parse(ref); err != nil {
+		return NotARef
+	}
+	return Clip(ref)
 }
