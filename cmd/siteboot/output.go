@@ -1,6 +1,8 @@
 package main
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
 	"io"
 	"text/tabwriter"
@@ -9,13 +11,20 @@ import (
 	"google.golang.org/protobuf/proto"
 )
 
-// printJSON writes m as indented protojson.
+// printJSON writes m as indented protojson in json.Indent's form:
+// protojson varies its whitespace between builds on purpose (so that no
+// one relies on it), and scripts comparing -o json output must be able to.
 func printJSON(w io.Writer, m proto.Message) error {
-	b, err := protojson.MarshalOptions{Multiline: true, Indent: "  "}.Marshal(m)
+	b, err := protojson.Marshal(m)
 	if err != nil {
 		return err
 	}
-	_, err = fmt.Fprintln(w, string(b))
+	var out bytes.Buffer
+	if err := json.Indent(&out, b, "", "  "); err != nil {
+		return err
+	}
+	out.WriteByte('\n')
+	_, err = w.Write(out.Bytes())
 	return err
 }
 
