@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -166,9 +167,16 @@ func (p *Proxy) finish(req *sitev1.HttpProxyRequest, out *outcome, resp *sitev1.
 	p.metrics.duration.Observe(took.Seconds())
 }
 
+// headerNames is the names of hs for the log line, at most maxHeaders of
+// them (a request with more is refused, but still logged): the line stays
+// small whatever the request holds.
 func headerNames(hs []*sitev1.HttpProxyHeader) []string {
-	names := make([]string, 0, len(hs))
-	for _, h := range hs {
+	names := make([]string, 0, min(len(hs), maxHeaders+1))
+	for i, h := range hs {
+		if i == maxHeaders {
+			names = append(names, "…("+strconv.Itoa(len(hs))+" in all)")
+			break
+		}
 		names = append(names, redact.Clip(h.GetName()))
 	}
 	return names
