@@ -378,3 +378,20 @@ func TestRedfishThroughServe(t *testing.T) {
 	}
 	r.noSecret(t)
 }
+
+// In the running appliance httpProxy's deny list holds bmc.networks: a
+// node address inside it is refused as a denied range, before DenyLocal
+// (which would refuse this machine's own address too, naming it so).
+func TestProxyNeverReachesABMCNetwork(t *testing.T) {
+	local := localAddress(t)
+	if local == "" {
+		t.Skip("no non-loopback IPv4 address here to put into bmc.networks")
+	}
+	r := startRelayServe(t, "["+local+"/32]")
+	spec := "proxyTargets:\n  - nodeId: bmc-node\n    addresses: [" + local + "]\n"
+	if _, errOut, code := r.run(t, "site", "apply", writeFile(t, t.TempDir(), "site.yaml", spec)); code != 0 {
+		t.Fatalf("site apply: exit %d: %s", code, errOut)
+	}
+	r.refused(t, "proxy: forbidden-target: ", []string{local + " is in the denied range " + local + "/32"},
+		"proxy", "--target-node", "bmc-node", "--url", "https://"+net.JoinHostPort(local, "9")+"/")
+}
