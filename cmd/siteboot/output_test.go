@@ -28,9 +28,11 @@ func TestPrintJSONIsStable(t *testing.T) {
 	}
 }
 
-// The same through the binary a script runs (protojson's whitespace
-// depends on the binary): a failed BMC operation with -o json prints the
-// result in json.Indent's form, and its line on stderr.
+// The same through the binary a script runs: a failed BMC operation with
+// -o json prints the result in json.Indent's form, and its line on stderr.
+// protojson's extra spaces depend on a hash of the binary, so printing
+// protojson's own form fails this test on about half of all builds, not on
+// every one.
 func TestBmcJSONOutputIsStable(t *testing.T) {
 	r := startRelayServe(t, "[]")
 	out, errOut, code := r.run(t, "bmc", "--driver", "ipmi", "--address", "10.20.0.11", "--credentials-ref", "env://SITEBOOT_SECRET_X", "-o", "json", "power.getPower")
