@@ -87,6 +87,15 @@ func (p *Proxy) roundTrip(ctx context.Context, t *target, hr *http.Request, pin 
 		return nil, d.classify(ctx, err)
 	}
 	defer resp.Body.Close()
+	// net/http stops watching the context once it hands over a 101's raw
+	// connection; closing the body at the deadline bounds every read.
+	stop := context.AfterFunc(ctx, func() { resp.Body.Close() })
+	defer stop()
+	if resp.StatusCode == http.StatusSwitchingProtocols {
+		// The proxy never asks for an upgrade: a 101 would turn the
+		// request into a raw stream of the target's choosing.
+		return nil, relayerr.New(relayerr.Unreachable, "%s answered 101 Switching Protocols to a request that asked for no upgrade", t.dialAddr())
+	}
 	body, truncated, err := readCapped(resp.Body, p.cfg.MaxResponseBytes)
 	switch {
 	case err == nil && (truncated || ctx.Err() == nil):

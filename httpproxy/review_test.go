@@ -1,0 +1,48 @@
+package httpproxy
+
+import (
+	"testing"
+	"time"
+
+	sitev1 "github.com/siteboot/siteboot/gen/bettercompute/site/v1"
+	"github.com/siteboot/siteboot/internal/relayerr"
+)
+
+// TestSwitchingProtocolsBounded: a target that answers 101 Switching
+// Protocols (net/http then hands over the raw connection, outside the
+// request's context) and goes silent is refused at once (the proxy asked
+// for no upgrade) instead of holding the request and its busy slot for as
+// long as the target likes.
+func TestSwitchingProtocolsBounded(t *testing.T) {
+	for _, u := range []string{"https://127.0.0.1:{P}/upgrade-silent", "http://127.0.0.5:{P}/upgrade-silent"} {
+		t.Run(u, func(t *testing.T) {
+			f := newFixture(t)
+			p := f.proxy(t, func(c *Config) { c.MaxRequests = 1 })
+			type result struct {
+				resp *sitev1.HttpProxyResponse
+				err  error
+			}
+			done := make(chan result, 1)
+			start := time.Now()
+			go func() {
+				resp, err := p.Do(t.Context(), &sitev1.HttpProxyRequest{TargetNodeId: "node-a", Url: f.u(u), TimeoutMs: 300})
+				done <- result{resp, err}
+			}()
+			select {
+			case r := <-done:
+				if r.err == nil {
+					t.Fatalf("Do = %v, want an error", r.resp)
+				}
+				wantCode(t, r.err, relayerr.Unreachable)
+				if took := time.Since(start); took > 3*time.Second {
+					t.Errorf("took %v, want about 300ms", took)
+				}
+			case <-time.After(3 * time.Second):
+				t.Fatal("Do still running 3s after a 300ms timeout: the 101 connection is read without a deadline")
+			}
+			if len(p.sem) != 0 {
+				t.Errorf("%d busy slots held after Do returned", len(p.sem))
+			}
+		})
+	}
+}
