@@ -6,8 +6,9 @@
 // The allow-list is checked before any packet is sent; every refusal of
 // the target is forbidden-target, other failures carry the relayerr codes:
 //
-//   - The URL is read strictly: scheme http or https (any case), a
-//     //host, no user info, no fragment, no percent escapes or zone ids in
+//   - The URL is read strictly: printable ASCII only (no space: net/http
+//     would write a raw one of the query into the request line), scheme
+//     http or https (any case), a //host, no user info, no fragment, no percent escapes or zone ids in
 //     the host, the port (when given) 1..65535 in plain decimal ("host:",
 //     ":0", ":+443", ":0443" are refused). Any URL that is not exactly one
 //     allowed host is forbidden-target, an unparsable one included.
