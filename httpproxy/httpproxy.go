@@ -109,7 +109,8 @@ const (
 
 // DefaultDeny is what no proxy target may be, whatever the site spec
 // lists: loopback, link-local (cloud metadata included), unspecified,
-// multicast and broadcast addresses.
+// multicast and broadcast addresses, and the cloud metadata services
+// outside link-local (AWS's IPv6 fd00:ec2::254, Alibaba's 100.100.100.200).
 var DefaultDeny = []netip.Prefix{
 	netip.MustParsePrefix("127.0.0.0/8"),
 	netip.MustParsePrefix("::1/128"),
@@ -120,6 +121,8 @@ var DefaultDeny = []netip.Prefix{
 	netip.MustParsePrefix("224.0.0.0/4"),
 	netip.MustParsePrefix("ff00::/8"),
 	netip.MustParsePrefix("255.255.255.255/32"),
+	netip.MustParsePrefix("fd00:ec2::254/128"),
+	netip.MustParsePrefix("100.100.100.200/32"),
 }
 
 // Config configures a Proxy.

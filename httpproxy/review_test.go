@@ -1,6 +1,7 @@
 package httpproxy
 
 import (
+	"net/netip"
 	"testing"
 	"time"
 
@@ -44,5 +45,21 @@ func TestSwitchingProtocolsBounded(t *testing.T) {
 				t.Errorf("%d busy slots held after Do returned", len(p.sem))
 			}
 		})
+	}
+}
+
+// TestDefaultDenyCloudMetadata: the metadata services that are not in
+// 169.254.0.0/16 are refused by DefaultDeny too (checked without a packet:
+// the addresses would leave the machine).
+func TestDefaultDenyCloudMetadata(t *testing.T) {
+	f := newFixture(t)
+	p := f.proxy(t, func(c *Config) { c.Deny = nil })
+	for _, s := range []string{"169.254.169.254", "fd00:ec2::254", "100.100.100.200"} {
+		err := p.checkIPs([]netip.Addr{netip.MustParseAddr(s)}, true)
+		if err == nil {
+			t.Errorf("checkIPs(%s) passed, want forbidden-target", s)
+			continue
+		}
+		wantCode(t, err, relayerr.ForbiddenTarget)
 	}
 }
