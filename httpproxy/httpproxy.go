@@ -48,7 +48,7 @@
 //
 // Requests: methods GET, HEAD, POST, PUT, PATCH, DELETE (any case);
 // CONNECT, TRACE, OPTIONS and others are invalid-args. Header names must be
-// tokens and values free of control bytes; Host, Connection, Keep-Alive,
+// tokens of at most 256 bytes and values free of control bytes; Host, Connection, Keep-Alive,
 // TE, Trailer, Transfer-Encoding, Content-Length, Upgrade, HTTP2-Settings,
 // Expect and Proxy-* are the proxy's and refused (invalid-args). The Host
 // header is the URL's host. secret_headers values are refs read through

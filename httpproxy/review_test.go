@@ -2,6 +2,7 @@ package httpproxy
 
 import (
 	"net/netip"
+	"strings"
 	"testing"
 	"time"
 
@@ -61,5 +62,36 @@ func TestDefaultDenyCloudMetadata(t *testing.T) {
 			continue
 		}
 		wantCode(t, err, relayerr.ForbiddenTarget)
+	}
+}
+
+// TestLongHeaderNameBounded: a header name of the caller's choosing (a
+// valid token of any length) does not make an error or the log line
+// longer than a few hundred bytes.
+func TestLongHeaderNameBounded(t *testing.T) {
+	long := strings.Repeat("x", 1<<20)
+	for _, c := range []struct {
+		name            string
+		headers, secret []*sitev1.HttpProxyHeader
+	}{
+		{"control-byte-value", hdr("X-"+long, "a\x01b"), nil},
+		{"refused-proxy-name", hdr("Proxy-"+long, "v"), nil},
+		{"secret-ref-refused", nil, hdr("X-"+long, "nope://ref")},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			f := newFixture(t)
+			p := f.proxy(t, nil)
+			_, err := do(t, p, &sitev1.HttpProxyRequest{Url: f.u("https://127.0.0.1:{P}/"), Headers: c.headers, SecretHeaders: c.secret})
+			if err == nil {
+				t.Fatal("Do passed, want an error")
+			}
+			if n := len(err.Error()); n > 512 {
+				t.Errorf("error is %d bytes long", n)
+			}
+			if n := len(f.logs.String()); n > 2048 {
+				t.Errorf("log is %d bytes long", n)
+			}
+			wantConns(t, f, nil)
+		})
 	}
 }
