@@ -59,7 +59,11 @@
 // control plane that asked), and the body up to MaxResponseBytes with
 // truncated set when there was more; reading stops at the cap, so a
 // never-ending body costs at most the cap. A deadline that passes before
-// the body ended is timeout, not a partial response.
+// the body ended is timeout, not a partial response. A 101 Switching
+// Protocols is refused (unreachable): the proxy asks for no upgrade. A
+// response that holds a secret header's value verbatim (a target
+// reflecting the request) is withheld as internal: the caller named a
+// ref, not the value.
 //
 // Never logged, returned in an error, or put in a metric: a header value
 // (plain or secret), the URL's user info or query. One log line per

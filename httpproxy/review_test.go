@@ -1,6 +1,7 @@
 package httpproxy
 
 import (
+	"fmt"
 	"net/netip"
 	"strings"
 	"testing"
@@ -94,4 +95,59 @@ func TestLongHeaderNameBounded(t *testing.T) {
 			wantConns(t, f, nil)
 		})
 	}
+}
+
+// TestSecretEchoWithheld: a target that reflects the request's headers
+// (an echo endpoint, an error page) would hand a secret header's value to
+// the caller, who named only its ref. Such a response is withheld; plain
+// headers echoed back are the caller's own and pass.
+func TestSecretEchoWithheld(t *testing.T) {
+	const value = "sEcReT-echo-value-3b9d"
+	// The echoed body is the request's headers, X-Auth-Token last: a cap
+	// that cuts it inside the value.
+	prefix := "Connection: close\r\nUser-Agent: siteboot-httpproxy\r\nX-Auth-Token: "
+	for _, c := range []struct {
+		path string
+		cap  int64
+	}{{"/echo-body", 0}, {"/echo-header", 0}, {"/echo-body", int64(len(prefix) + len(value) - 1)}} {
+		t.Run(fmt.Sprintf("%s-cap-%d", c.path, c.cap), func(t *testing.T) {
+			path := c.path
+			f := newFixture(t)
+			p := f.proxy(t, func(cfg *Config) {
+				if c.cap > 0 {
+					cfg.MaxResponseBytes = c.cap
+				}
+			})
+			ref := f.secret(t, "token", value+"\n")
+			u := f.u("https://127.0.0.1:{P}" + path)
+			resp, err := do(t, p, &sitev1.HttpProxyRequest{Url: u, SecretHeaders: hdr("X-Auth-Token", ref)})
+			if err == nil {
+				if strings.Contains(respText(resp), value) {
+					t.Fatal("the secret came back in the response")
+				}
+				t.Fatalf("Do = %v, want an error", resp)
+			}
+			wantCode(t, err, relayerr.Internal)
+			if strings.Contains(err.Error(), value) || strings.Contains(f.logs.String(), value) {
+				t.Errorf("the secret is in the error or the log: %v", err)
+			}
+			resp, err = do(t, p, &sitev1.HttpProxyRequest{Url: u, Headers: hdr("X-Plain", value)})
+			if err != nil {
+				t.Fatalf("plain header echoed: Do = %v", err)
+			}
+			if !strings.Contains(respText(resp), value[:len(value)-1]) {
+				t.Errorf("the plain header did not come back: %s", respText(resp))
+			}
+		})
+	}
+}
+
+// respText is the response's header values and body as text.
+func respText(resp *sitev1.HttpProxyResponse) string {
+	var b strings.Builder
+	for _, h := range resp.GetHeaders() {
+		b.WriteString(h.GetName() + ": " + h.GetValue() + "\n")
+	}
+	b.Write(resp.GetBody())
+	return b.String()
 }

@@ -64,6 +64,14 @@ func (s *targetServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.wait(r)
 	case "/slow-headers":
 		s.wait(r)
+	case "/echo-body":
+		r.Header.Write(w)
+	case "/echo-header":
+		for k, vs := range r.Header {
+			for _, v := range vs {
+				w.Header().Add("X-Echo-"+k, v)
+			}
+		}
 	case "/upgrade-silent":
 		s.upgradeSilent(w)
 	case "/block":
