@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -235,9 +236,15 @@ func (p *Proxy) finish(req *sitev1.HttpProxyRequest, out *outcome, resp *sitev1.
 	p.metrics.duration.Observe(took.Seconds())
 }
 
+// headerNames lists the names of hs for the log line, clipped, at most
+// maxHeaders of them (a refused request may have any number).
 func headerNames(hs []*sitev1.HttpProxyHeader) []string {
-	names := make([]string, 0, len(hs))
-	for _, h := range hs {
+	names := make([]string, 0, min(len(hs), maxHeaders+1))
+	for i, h := range hs {
+		if i == maxHeaders {
+			names = append(names, fmt.Sprintf("… %d more", len(hs)-i))
+			break
+		}
 		names = append(names, redact.Clip(h.GetName()))
 	}
 	return names

@@ -67,10 +67,14 @@ func TestDefaultDenyCloudMetadata(t *testing.T) {
 }
 
 // TestLongHeaderNameBounded: a header name of the caller's choosing (a
-// valid token of any length) does not make an error or the log line
-// longer than a few hundred bytes.
+// valid token of any length), or a great many headers, do not make an
+// error or the log line longer than a few hundred bytes.
 func TestLongHeaderNameBounded(t *testing.T) {
 	long := strings.Repeat("x", 1<<20)
+	var many []*sitev1.HttpProxyHeader
+	for range 20000 {
+		many = append(many, &sitev1.HttpProxyHeader{Name: "X-Many-Name", Value: "v"})
+	}
 	for _, c := range []struct {
 		name            string
 		headers, secret []*sitev1.HttpProxyHeader
@@ -78,6 +82,8 @@ func TestLongHeaderNameBounded(t *testing.T) {
 		{"control-byte-value", hdr("X-"+long, "a\x01b"), nil},
 		{"refused-proxy-name", hdr("Proxy-"+long, "v"), nil},
 		{"secret-ref-refused", nil, hdr("X-"+long, "nope://ref")},
+		{"many-headers", many, nil},
+		{"many-secret-headers", nil, many},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			f := newFixture(t)
