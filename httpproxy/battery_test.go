@@ -63,6 +63,10 @@ var hostileCases = []hostileCase{
 	{name: "opaque", url: "https:127.0.0.1:{P}"},
 	{name: "fragment", url: "https://127.0.0.1:{P}/#top"},
 	{name: "empty-url", url: ""},
+	// A space in the query or path would go into the request line as it is.
+	{name: "space-in-query", url: "https://127.0.0.1:{P}/?a HTTP/1.0\tx"},
+	{name: "space-in-query-request-line", url: "https://127.0.0.1:{P}/?a HTTP/1.0 x"},
+	{name: "space-in-raw-path", url: "https://127.0.0.1:{P}/a b"},
 	// Trailing dots and case.
 	{name: "trailing-dot-stray-ip", url: "https://127.0.0.2.:{P}/"},
 	{name: "trailing-dot-allowed-ip", url: "https://127.0.0.1.:{P}/"},

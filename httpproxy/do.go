@@ -1,13 +1,14 @@
 package httpproxy
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"sort"
-	"strconv"
 	"strings"
 	"time"
 
@@ -71,12 +72,12 @@ func (p *Proxy) do(ctx context.Context, req *sitev1.HttpProxyRequest, out *outco
 	if err != nil {
 		return nil, err
 	}
-	return p.roundTrip(ctx, t, hr, pin)
+	return p.roundTrip(ctx, t, hr, pin, secret)
 }
 
 // roundTrip sends hr over a Transport of its own and reads the response
 // up to the cap.
-func (p *Proxy) roundTrip(ctx context.Context, t *target, hr *http.Request, pin []byte) (*sitev1.HttpProxyResponse, error) {
+func (p *Proxy) roundTrip(ctx context.Context, t *target, hr *http.Request, pin []byte, secret http.Header) (*sitev1.HttpProxyResponse, error) {
 	d := &dialer{p: p, t: t}
 	if t.https {
 		d.tlsConfig = d.newTLSConfig(pin)
@@ -88,6 +89,15 @@ func (p *Proxy) roundTrip(ctx context.Context, t *target, hr *http.Request, pin 
 		return nil, d.classify(ctx, err)
 	}
 	defer resp.Body.Close()
+	// net/http stops watching the context once it hands over a 101's raw
+	// connection; closing the body at the deadline bounds every read.
+	stop := context.AfterFunc(ctx, func() { resp.Body.Close() })
+	defer stop()
+	if resp.StatusCode == http.StatusSwitchingProtocols {
+		// The proxy never asks for an upgrade: a 101 would turn the
+		// request into a raw stream of the target's choosing.
+		return nil, relayerr.New(relayerr.Unreachable, "%s answered 101 Switching Protocols to a request that asked for no upgrade", t.dialAddr())
+	}
 	body, truncated, err := readCapped(resp.Body, p.cfg.MaxResponseBytes)
 	switch {
 	case err == nil && (truncated || ctx.Err() == nil):
@@ -100,12 +110,71 @@ func (p *Proxy) roundTrip(ctx context.Context, t *target, hr *http.Request, pin 
 	default:
 		return nil, relayerr.New(relayerr.Unreachable, "reading the body from %s failed", t.dialAddr())
 	}
+	if name := echoedSecret(secret, resp.Header, body, truncated); name != "" {
+		return nil, relayerr.New(relayerr.Internal, "the response from %s holds the value of secret header %s: withheld", t.dialAddr(), name)
+	}
 	return &sitev1.HttpProxyResponse{
 		Status:    uint32(resp.StatusCode),
 		Headers:   headersOf(resp.Header),
 		Body:      body,
 		Truncated: truncated,
 	}, nil
+}
+
+// minEchoBytes is the shortest secret (or token of one) looked for in a
+// response: a shorter one would match by chance.
+const minEchoBytes = 4
+
+// echoedSecret names the secret header whose value, or the token after
+// its scheme ("Bearer <token>"), the response's headers or body hold: a
+// target that reflects requests would hand the caller, who named only a
+// ref, the secret. Only verbatim copies are found; a target that encodes
+// the value is trusted with it anyway, as it receives it.
+//
+// A body cut at the cap is also withheld when it ends in the first
+// minEchoBytes or more bytes of a value: the caller could pad the request
+// until the cap cuts the echo just before the value's last byte.
+func echoedSecret(secret, respHeader http.Header, body []byte, truncated bool) string {
+	for name, vs := range secret {
+		for _, v := range vs {
+			needles := []string{v}
+			if _, tok, ok := strings.Cut(v, " "); ok {
+				needles = append(needles, tok)
+			}
+			for _, n := range needles {
+				if len(n) >= minEchoBytes && (holds(respHeader, body, n) || truncated && endsWithPrefix(body, n)) {
+					return name
+				}
+			}
+		}
+	}
+	return ""
+}
+
+func endsWithPrefix(body []byte, s string) bool {
+	for k := len(s) - 1; k >= minEchoBytes; k-- {
+		if bytes.HasSuffix(body, []byte(s[:k])) {
+			return true
+		}
+	}
+	return false
+}
+
+func holds(h http.Header, body []byte, s string) bool {
+	if bytes.Contains(body, []byte(s)) {
+		return true
+	}
+	for k, vs := range h {
+		if strings.Contains(k, s) {
+			return true
+		}
+		for _, v := range vs {
+			if strings.Contains(v, s) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // readCapped reads at most limit bytes of r, and one more to tell whether
@@ -167,14 +236,13 @@ func (p *Proxy) finish(req *sitev1.HttpProxyRequest, out *outcome, resp *sitev1.
 	p.metrics.duration.Observe(took.Seconds())
 }
 
-// headerNames is the names of hs for the log line, at most maxHeaders of
-// them (a request with more is refused, but still logged): the line stays
-// small whatever the request holds.
+// headerNames lists the names of hs for the log line, clipped, at most
+// maxHeaders of them (a refused request may have any number).
 func headerNames(hs []*sitev1.HttpProxyHeader) []string {
 	names := make([]string, 0, min(len(hs), maxHeaders+1))
 	for i, h := range hs {
 		if i == maxHeaders {
-			names = append(names, "…("+strconv.Itoa(len(hs))+" in all)")
+			names = append(names, fmt.Sprintf("… %d more", len(hs)-i))
 			break
 		}
 		names = append(names, redact.Clip(h.GetName()))

@@ -6,8 +6,9 @@
 // The allow-list is checked before any packet is sent; every refusal of
 // the target is forbidden-target, other failures carry the relayerr codes:
 //
-//   - The URL is read strictly: scheme http or https (any case), a
-//     //host, no user info, no fragment, no percent escapes or zone ids in
+//   - The URL is read strictly: printable ASCII only (no space: net/http
+//     would write a raw one of the query into the request line), scheme
+//     http or https (any case), a //host, no user info, no fragment, no percent escapes or zone ids in
 //     the host, the port (when given) 1..65535 in plain decimal ("host:",
 //     ":0", ":+443", ":0443" are refused). Any URL that is not exactly one
 //     allowed host is forbidden-target, an unparsable one included.
@@ -47,7 +48,7 @@
 //
 // Requests: methods GET, HEAD, POST, PUT, PATCH, DELETE (any case);
 // CONNECT, TRACE, OPTIONS and others are invalid-args. Header names must be
-// tokens and values free of control bytes; Host, Connection, Keep-Alive,
+// tokens of at most 256 bytes and values free of control bytes; Host, Connection, Keep-Alive,
 // TE, Trailer, Transfer-Encoding, Content-Length, Upgrade, HTTP2-Settings,
 // Expect and Proxy-* are the proxy's and refused (invalid-args). The Host
 // header is the URL's host. secret_headers values are refs read through
@@ -58,7 +59,11 @@
 // control plane that asked), and the body up to MaxResponseBytes with
 // truncated set when there was more; reading stops at the cap, so a
 // never-ending body costs at most the cap. A deadline that passes before
-// the body ended is timeout, not a partial response.
+// the body ended is timeout, not a partial response. A 101 Switching
+// Protocols is refused (unreachable): the proxy asks for no upgrade. A
+// response that holds a secret header's value verbatim (a target
+// reflecting the request) is withheld as internal: the caller named a
+// ref, not the value.
 //
 // Never logged, returned in an error, or put in a metric: a header value
 // (plain or secret), the URL's user info or query. One log line per
@@ -108,7 +113,8 @@ const (
 
 // DefaultDeny is what no proxy target may be, whatever the site spec
 // lists: loopback, link-local (cloud metadata included), unspecified,
-// multicast and broadcast addresses.
+// multicast and broadcast addresses, and the cloud metadata services
+// outside link-local (AWS's IPv6 fd00:ec2::254, Alibaba's 100.100.100.200).
 var DefaultDeny = []netip.Prefix{
 	netip.MustParsePrefix("127.0.0.0/8"),
 	netip.MustParsePrefix("::1/128"),
@@ -119,6 +125,8 @@ var DefaultDeny = []netip.Prefix{
 	netip.MustParsePrefix("224.0.0.0/4"),
 	netip.MustParsePrefix("ff00::/8"),
 	netip.MustParsePrefix("255.255.255.255/32"),
+	netip.MustParsePrefix("fd00:ec2::254/128"),
+	netip.MustParsePrefix("100.100.100.200/32"),
 }
 
 // Config configures a Proxy.

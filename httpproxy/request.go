@@ -18,6 +18,7 @@ import (
 // Request limits (admin caps the whole message at 4 MiB besides).
 const (
 	maxHeaders     = 64
+	maxHeaderName  = 256
 	maxHeaderValue = 16 << 10
 	userAgent      = "siteboot-httpproxy"
 )
@@ -57,6 +58,10 @@ func checkMethod(m string) (string, error) {
 // checkHeaderName refuses a name that is not a token or that the proxy
 // owns. field is "headers" or "secret_headers".
 func checkHeaderName(field, name string) error {
+	// Names are quoted in errors and the log line: bound them first.
+	if len(name) > maxHeaderName {
+		return invalid("%s: name %q is longer than %d bytes", field, redact.Clip(name), maxHeaderName)
+	}
 	if !httpguts.ValidHeaderFieldName(name) {
 		return invalid("%s: name %q is not an HTTP token", field, redact.Clip(name))
 	}

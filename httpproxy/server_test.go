@@ -64,6 +64,16 @@ func (s *targetServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.wait(r)
 	case "/slow-headers":
 		s.wait(r)
+	case "/echo-body":
+		r.Header.Write(w)
+	case "/echo-header":
+		for k, vs := range r.Header {
+			for _, v := range vs {
+				w.Header().Add("X-Echo-"+k, v)
+			}
+		}
+	case "/upgrade-silent":
+		s.upgradeSilent(w)
 	case "/block":
 		s.entered <- struct{}{}
 		select {
@@ -106,4 +116,24 @@ func (s *targetServer) writeEndless(w http.ResponseWriter) {
 		}
 	}
 	s.endless <- n
+}
+
+// upgradeSilent answers 101 Switching Protocols, which hands the raw
+// connection to the client, and then sends nothing until the client closes
+// the connection or the fixture ends.
+func (s *targetServer) upgradeSilent(w http.ResponseWriter) {
+	conn, brw, err := w.(http.Hijacker).Hijack()
+	if err != nil {
+		return
+	}
+	defer conn.Close()
+	brw.WriteString("HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: silence\r\n\r\n")
+	brw.Flush()
+	closed := make(chan struct{})
+	go func() { io.Copy(io.Discard, conn); close(closed) }()
+	select {
+	case <-closed:
+	case <-s.done:
+	case <-time.After(30 * time.Second):
+	}
 }

@@ -66,6 +66,14 @@ func parseURL(raw string) (*parsedURL, error) {
 	if len(raw) > maxURLBytes {
 		return nil, forbidden("url is longer than %d bytes", maxURLBytes)
 	}
+	// net/url keeps a raw space (and bytes beyond ASCII) of the query as
+	// it is, and net/http writes it into the request line: "?a HTTP/1.0 x"
+	// would make a request line of the caller's shape. A URI has none.
+	for i := 0; i < len(raw); i++ {
+		if c := raw[i]; c <= ' ' || c >= 0x7f {
+			return nil, forbidden("url has a space, a control byte or a non-ASCII byte (percent-encode it)")
+		}
+	}
 	u, err := url.Parse(raw)
 	if err != nil {
 		return nil, forbidden("url does not parse")
