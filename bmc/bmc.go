@@ -106,6 +106,7 @@ type Relay struct {
 	metrics  *metrics
 	slots    chan struct{}
 	locks    *keyedLock
+	limits   opLimits
 }
 
 // New checks cfg and returns a Relay.
@@ -135,7 +136,8 @@ func New(cfg Config) (*Relay, error) {
 		return nil, err
 	}
 	r := &Relay{cfg: cfg, resolver: cfg.Resolver, metrics: m,
-		slots: make(chan struct{}, cfg.MaxOperations), locks: newKeyedLock()}
+		slots: make(chan struct{}, cfg.MaxOperations), locks: newKeyedLock(),
+		limits: opLimits{bytes: maxOperationBytes, requests: maxOperationRequests}}
 	if r.resolver == nil {
 		r.resolver = net.DefaultResolver
 	}

@@ -50,8 +50,9 @@ func classify(ctx context.Context, p *plan, ph phase, err error, tr *trace, elap
 		return relayerr.New(relayerr.TLSFailed, "TLS handshake with %s failed", p.target)
 	case t.dialErr != nil:
 		return relayerr.New(relayerr.Unreachable, "cannot connect to %s: %s", p.target, dialReason(t.dialErr))
-	case errors.Is(err, errResponseSize):
-		return relayerr.New(relayerr.BMCError, "%s sent a response larger than %d bytes", p.target, maxResponseBytes)
+	case t.tooLarge || errors.Is(err, errResponseSize):
+		return relayerr.New(relayerr.BMCError, "%s sent a response larger than %d bytes, or more than %d bytes or %d responses in all",
+			p.target, maxResponseBytes, maxOperationBytes, maxOperationRequests)
 	}
 	for _, st := range t.statuses {
 		if st == 401 || st == 403 {

@@ -1,0 +1,166 @@
+package bmc
+
+import (
+	"crypto/tls"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	sitev1 "github.com/siteboot/siteboot/gen/bettercompute/site/v1"
+	"github.com/siteboot/siteboot/internal/relayerr"
+)
+
+// hostileBMC is a Redfish BMC that misbehaves: it stands in front of a
+// real redfishsim and may delay every answer or answer some paths itself.
+type hostileBMC struct {
+	srv    *httptest.Server
+	reqs   atomic.Int64
+	served atomic.Int64 // bytes written by override
+}
+
+// startHostile serves on 127.0.0.1:0 over TLS. delay is added before every
+// answer; override, when it returns true, has answered the request itself.
+func startHostile(t *testing.T, delay time.Duration, override func(w http.ResponseWriter, r *http.Request, h *hostileBMC) bool) *hostileBMC {
+	t.Helper()
+	inner := startRedfish(t, true)
+	u, _ := url.Parse("https://" + inner.Addr().String())
+	proxy := httputil.NewSingleHostReverseProxy(u)
+	tp := &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, DisableKeepAlives: true}
+	proxy.Transport = tp
+	h := &hostileBMC{}
+	h.srv = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h.reqs.Add(1)
+		select {
+		case <-time.After(delay):
+		case <-r.Context().Done():
+			return
+		}
+		if override != nil && override(w, r, h) {
+			return
+		}
+		proxy.ServeHTTP(w, r)
+	}))
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.srv.Listener.Close()
+	h.srv.Listener = ln
+	h.srv.StartTLS()
+	t.Cleanup(func() { h.srv.CloseClientConnections(); h.srv.Close(); tp.CloseIdleConnections() })
+	return h
+}
+
+func (h *hostileBMC) req(op string) *sitev1.BmcOperationRequest {
+	return &sitev1.BmcOperationRequest{Driver: "redfish", Address: "https://" + h.srv.Listener.Addr().String(),
+		CredentialsRef: "env://RF", Operation: op}
+}
+
+// A BMC that answers each request within the time left at the start but
+// lists many systems, each answered slowly, must not stretch one operation
+// past Config.Timeout: gofish sends its requests without the operation's
+// context, each bounded only by the time left when the session opened.
+func TestSlowBMCIsBoundedByDeadline(t *testing.T) {
+	h := startHostile(t, 0, func(w http.ResponseWriter, r *http.Request, h *hostileBMC) bool {
+		const coll = "/redfish/v1/Systems"
+		switch p := r.URL.Path; {
+		case p == coll:
+			var m []string
+			for i := range 20 {
+				m = append(m, fmt.Sprintf(`{"@odata.id":"%s/slow%d"}`, coll, i))
+			}
+			w.Header().Set("Content-Type", "application/json")
+			fmt.Fprintf(w, `{"@odata.id":%q,"Members":[%s]}`, coll, strings.Join(m, ","))
+		case strings.HasPrefix(p, coll+"/slow"):
+			select {
+			case <-time.After(500 * time.Millisecond):
+			case <-r.Context().Done():
+				return true
+			}
+			w.Header().Set("Content-Type", "application/json")
+			fmt.Fprintf(w, `{"@odata.id":%q,"Id":"slow","PowerState":"On"}`, p)
+		default:
+			return false
+		}
+		return true
+	})
+	tr := newTestRelay(t, func(c *Config) { c.Timeout = 2 * time.Second })
+	start := time.Now()
+	res := tr.do(t, h.req("power.getPower"))
+	d := time.Since(start)
+	if d > 3500*time.Millisecond {
+		t.Fatalf("a 2s deadline took %s (%d requests reached the BMC)", d, h.reqs.Load())
+	}
+	wantCode(t, res, relayerr.Timeout, "deadline")
+}
+
+// endlessSystems answers the Systems collection with pages that link on
+// for ever; each page has one member with a Description of pad, or none
+// when pad is empty.
+func endlessSystems(pad string) func(http.ResponseWriter, *http.Request, *hostileBMC) bool {
+	const coll = "/redfish/v1/Systems"
+	page := func(n int) string {
+		m := ""
+		if pad != "" {
+			m = fmt.Sprintf(`{"@odata.id":"%s/big%d"}`, coll, n)
+		}
+		return fmt.Sprintf(`{"@odata.id":%q,"Members":[%s],"Members@odata.nextLink":"%s/page%d"}`, coll, m, coll, n+1)
+	}
+	return func(w http.ResponseWriter, r *http.Request, h *hostileBMC) bool {
+		var body string
+		switch p := r.URL.Path; {
+		case p == coll:
+			body = page(0)
+		case strings.HasPrefix(p, coll+"/page"):
+			n, _ := strconv.Atoi(strings.TrimPrefix(p, coll+"/page"))
+			body = page(n)
+		case strings.HasPrefix(p, coll+"/big"):
+			body = fmt.Sprintf(`{"@odata.id":%q,"Id":"big","PowerState":"On","Description":%q}`, p, pad)
+		default:
+			return false
+		}
+		w.Header().Set("Content-Type", "application/json")
+		n, _ := w.Write([]byte(body))
+		h.served.Add(int64(n))
+		return true
+	}
+}
+
+// A BMC whose Systems collection pages on for ever, each member big, must
+// not make one operation read without end (gofish keeps every member it
+// read): the bytes of one operation are bounded, not only those of one
+// response.
+func TestEndlessCollectionIsBoundedInBytes(t *testing.T) {
+	h := startHostile(t, 0, endlessSystems(strings.Repeat("x", 256<<10)))
+	tr := newTestRelay(t, func(c *Config) { c.Timeout = 30 * time.Second })
+	tr.limits.bytes = 4 << 20
+	start := time.Now()
+	res := tr.do(t, h.req("power.getPower"))
+	limit := tr.limits.bytes + maxResponseBytes
+	if n := h.served.Load(); n > limit {
+		t.Fatalf("one operation read %d bytes (%d requests, %s), want at most %d", n, h.reqs.Load(), time.Since(start), limit)
+	}
+	wantCode(t, res, relayerr.BMCError, "larger than")
+}
+
+// Small pages linking on for ever: the requests of one operation are
+// bounded (gofish follows nextLink recursively).
+func TestEndlessCollectionIsBoundedInRequests(t *testing.T) {
+	h := startHostile(t, 0, endlessSystems(""))
+	tr := newTestRelay(t, func(c *Config) { c.Timeout = 30 * time.Second })
+	tr.limits.requests = 100
+	start := time.Now()
+	res := tr.do(t, h.req("power.getPower"))
+	if n := h.reqs.Load(); n > tr.limits.requests {
+		t.Fatalf("one operation sent %d requests (%s), want at most %d", n, time.Since(start), tr.limits.requests)
+	}
+	wantCode(t, res, relayerr.BMCError, "responses in all")
+}
