@@ -3,6 +3,7 @@ package bmc
 import (
 	"context"
 	"net/netip"
+	"os"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -64,6 +65,12 @@ func (r *Relay) newSession(ctx context.Context, p *plan, c credentials) (*sessio
 		}
 		reg.Register(ipmitool.ProviderName, ipmitool.ProviderProtocol, ipmitool.Features, nil, drv)
 	case driverRedfish:
+		// bmclib has gofish dump every request, the session login with
+		// the password included, to stdout when this is set.
+		if os.Getenv("DEBUG_BMCLIB") == "true" {
+			return nil, relayerr.New(relayerr.Internal,
+				"DEBUG_BMCLIB=true is set in siteboot's environment (bmclib would print the credentials): redfish is refused until it is unset")
+		}
 		hc := newHTTPClient(ctx, p.target, p.pin, s.trace, r.limits)
 		s.redfish = redfish.New(host, c.Username, c.Password, logr.Discard(),
 			redfish.WithHttpClient(hc), redfish.WithPort(port))

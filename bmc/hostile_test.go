@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
+	"os"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -163,4 +164,44 @@ func TestEndlessCollectionIsBoundedInRequests(t *testing.T) {
 		t.Fatalf("one operation sent %d requests (%s), want at most %d", n, time.Since(start), tr.limits.requests)
 	}
 	wantCode(t, res, relayerr.BMCError, "responses in all")
+}
+
+// With DEBUG_BMCLIB=true in the process environment, bmclib has gofish dump
+// every request, the session login with the password included, to
+// os.Stdout. The relay refuses to run redfish then.
+func TestDebugBMCLIBIsRefused(t *testing.T) {
+	rf := startRedfish(t, true)
+	tr := newTestRelay(t, nil)
+	t.Setenv("DEBUG_BMCLIB", "true")
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout := os.Stdout
+	os.Stdout = pw
+	done := make(chan string)
+	go func() {
+		var b strings.Builder
+		buf := make([]byte, 4096)
+		for {
+			n, err := pr.Read(buf)
+			b.Write(buf[:n])
+			if err != nil {
+				done <- b.String()
+				return
+			}
+		}
+	}()
+	res := tr.Do(t.Context(), rfReq(rf, "env://RF", "power.getPower", ""))
+	os.Stdout = stdout
+	pw.Close()
+	out := <-done
+	pr.Close()
+	if strings.Contains(out, rfPassword) {
+		t.Errorf("the password went to stdout:\n%.300s", out)
+	}
+	wantCode(t, res, relayerr.Internal, "DEBUG_BMCLIB")
+	if n := rf.Requests(); n != 0 {
+		t.Errorf("the BMC got %d requests", n)
+	}
 }
