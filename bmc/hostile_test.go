@@ -205,3 +205,67 @@ func TestDebugBMCLIBIsRefused(t *testing.T) {
 		t.Errorf("the BMC got %d requests", n)
 	}
 }
+
+// A BMC cannot send the relay to another host: not by a redirect, not by
+// member links that gofish glues to the endpoint ("@host:port/…" makes
+// the endpoint userinfo, an absolute URL makes nonsense). A listener on
+// 127.0.0.2, outside bmc.networks, counts what arrives: nothing may.
+func TestBMCCannotRedirectTheRelay(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.2:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var conns atomic.Int64
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			conns.Add(1)
+			c.Close()
+		}
+	}()
+	t.Cleanup(func() { ln.Close(); <-done })
+	other := ln.Addr().String()
+	const coll = "/redfish/v1/Systems"
+	members := func(link string) func(http.ResponseWriter, *http.Request, *hostileBMC) bool {
+		return func(w http.ResponseWriter, r *http.Request, _ *hostileBMC) bool {
+			if r.URL.Path != coll {
+				return false
+			}
+			w.Header().Set("Content-Type", "application/json")
+			fmt.Fprintf(w, `{"@odata.id":%q,"Members":[{"@odata.id":%q}]}`, coll, link)
+			return true
+		}
+	}
+	cases := []struct {
+		name     string
+		override func(http.ResponseWriter, *http.Request, *hostileBMC) bool
+	}{
+		{"redirect", func(w http.ResponseWriter, r *http.Request, _ *hostileBMC) bool {
+			if r.URL.Path != coll {
+				return false
+			}
+			http.Redirect(w, r, "https://"+other+coll, http.StatusFound)
+			return true
+		}},
+		{"userinfo link", members("@" + other + coll + "/1")},
+		{"absolute link", members("https://" + other + coll + "/1")},
+		{"scheme-relative link", members("//" + other + coll + "/1")},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			h := startHostile(t, 0, tc.override)
+			tr := newTestRelay(t, nil)
+			if res := tr.do(t, h.req("power.getPower")); res.GetOk() {
+				t.Errorf("result ok: %v", res)
+			}
+		})
+	}
+	if n := conns.Load(); n != 0 {
+		t.Fatalf("%d connections reached %s, outside bmc.networks", n, other)
+	}
+}
