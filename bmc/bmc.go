@@ -40,7 +40,9 @@
 // ship self-signed ones): the allow-list is then the only protection.
 // No proxy environment, no redirects, no kept connections; a response
 // body is capped at 4 MiB and one operation at 16 MiB of bodies and 2000
-// requests (bmc-error past a cap). Redfish is refused (internal) while
+// requests (bmc-error past a cap); a GET failing after another request of
+// the operation failed is not handed to gofish (it races on two failures
+// in a collection) and fails the operation, inspect excepted. Redfish is refused (internal) while
 // DEBUG_BMCLIB=true is in the environment: bmclib would then print every
 // request, the password included.
 //

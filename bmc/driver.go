@@ -95,7 +95,7 @@ func (r *Relay) run(ctx context.Context, p *plan, c credentials) (map[string]any
 		return nil, err
 	}
 	start := time.Now()
-	if err := s.trace.stoppedOr(s.client.Open(ctx)); err != nil {
+	if err := s.trace.stoppedOr(p.op, s.client.Open(ctx)); err != nil {
 		return nil, classify(ctx, p, phaseOpen, err, s.trace, time.Since(start))
 	}
 	defer func() {
@@ -104,7 +104,7 @@ func (r *Relay) run(ctx context.Context, p *plan, c credentials) (map[string]any
 		}
 	}()
 	res, err := s.do(ctx, p)
-	if err = s.trace.stoppedOr(err); err != nil {
+	if err = s.trace.stoppedOr(p.op, err); err != nil {
 		return nil, classify(ctx, p, phaseOperation, err, s.trace, time.Since(start))
 	}
 	return res, nil

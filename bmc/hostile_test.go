@@ -269,3 +269,28 @@ func TestBMCCannotRedirectTheRelay(t *testing.T) {
 		t.Fatalf("%d connections reached %s, outside bmc.networks", n, other)
 	}
 }
+
+// gofish v0.19.0 writes one map from two goroutines when a collection
+// member and then the next page fail (GetCollectionObjects), a data race
+// and, when the writes meet, a fatal error that ends the process. A
+// hostile BMC answering both with 500 must not get there: the second
+// failure of an operation is answered by the relay. Run with -race.
+func TestFailingMemberAndPageDoNotRaceInGofish(t *testing.T) {
+	const coll = "/redfish/v1/Systems"
+	h := startHostile(t, 0, func(w http.ResponseWriter, r *http.Request, _ *hostileBMC) bool {
+		switch r.URL.Path {
+		case coll:
+			w.Header().Set("Content-Type", "application/json")
+			fmt.Fprintf(w, `{"@odata.id":%q,"Members":[{"@odata.id":"%s/bad"}],"Members@odata.nextLink":"%s/page1"}`, coll, coll, coll)
+		case coll + "/bad", coll + "/page1":
+			http.Error(w, "no", http.StatusInternalServerError)
+		default:
+			return false
+		}
+		return true
+	})
+	tr := newTestRelay(t, nil)
+	for range 3 {
+		wantCode(t, tr.do(t, h.req("power.getPower")), relayerr.BMCError, "HTTP 500")
+	}
+}

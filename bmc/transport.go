@@ -45,6 +45,7 @@ type trace struct {
 	wrongAddr bool
 	tooLarge  bool // a body or the operation's bytes or requests over the cap
 	stopped   bool // a request was answered here, not sent (see stop)
+	masked    bool // a failed GET was answered here (see answer)
 	statuses  []int
 }
 
@@ -54,12 +55,14 @@ func (t *trace) record(f func(*trace)) {
 	f(t)
 }
 
-// stoppedOr is errStopped when a request was answered by stop (then what
-// the library made of the answers does not count), else err.
-func (t *trace) stoppedOr(err error) error {
+// stoppedOr is errStopped when a request was answered by stop, or a
+// failure masked outside inspect (then what the library made of the
+// answers does not count), else err. Inspect keeps its result: bmclib
+// skips inventory parts that fail, a masked part is as good as skipped.
+func (t *trace) stoppedOr(op string, err error) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.stopped {
+	if t.stopped || (t.masked && op != opInspect) {
 		return errStopped
 	}
 	return err
@@ -69,7 +72,7 @@ func (t *trace) snapshot() trace {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return trace{dialErr: t.dialErr, tlsErr: t.tlsErr, pinFailed: t.pinFailed,
-		wrongAddr: t.wrongAddr, tooLarge: t.tooLarge, stopped: t.stopped, statuses: append([]int(nil), t.statuses...)}
+		wrongAddr: t.wrongAddr, tooLarge: t.tooLarge, stopped: t.stopped, masked: t.masked, statuses: append([]int(nil), t.statuses...)}
 }
 
 // opLimits bound one Redfish operation (maxOperationBytes and
@@ -159,6 +162,7 @@ type recordingTransport struct {
 	left    atomic.Int64 // bytes the operation may still read
 	reqs    atomic.Int64
 	maxReqs int64
+	failed  atomic.Bool // a request of the operation failed
 }
 
 func (rt *recordingTransport) RoundTrip(req *http.Request) (*http.Response, error) {
@@ -167,21 +171,36 @@ func (rt *recordingTransport) RoundTrip(req *http.Request) (*http.Response, erro
 		return rt.stop(req, over), nil
 	}
 	resp, err := rt.next.RoundTrip(req)
+	if resp != nil {
+		rt.tr.record(func(t *trace) { t.statuses = append(t.statuses, resp.StatusCode) })
+	}
+	if (err != nil || resp.StatusCode >= 400) && rt.failed.Swap(true) && req.Method == http.MethodGet {
+		if resp != nil {
+			resp.Body.Close()
+		}
+		return rt.answer(req, func(t *trace) { t.masked = true }), nil
+	}
 	if err != nil {
 		return nil, err
 	}
-	rt.tr.record(func(t *trace) { t.statuses = append(t.statuses, resp.StatusCode) })
 	resp.Body = &cappedBody{rc: resp.Body, left: maxResponseBytes, rt: rt}
 	return resp, nil
 }
 
 // stop answers req here with an empty JSON object and marks the operation
 // failed (run never reports it ok). It does not fail the request: gofish
-// v0.19.0 writes a map from two goroutines when a collection page fails
+// v0.19.0 writes one map from two goroutines when a collection page fails
 // after one of its members did, a fatal error; an answer that ends every
 // collection at once avoids giving it the chance.
 func (rt *recordingTransport) stop(req *http.Request, over bool) *http.Response {
-	rt.tr.record(func(t *trace) { t.stopped = true; t.tooLarge = t.tooLarge || over })
+	return rt.answer(req, func(t *trace) { t.stopped = true; t.tooLarge = t.tooLarge || over })
+}
+
+// answer is an empty JSON object for req, not sent, after note. A GET that
+// fails after another request of the operation failed is answered so too
+// (masked): the same gofish race needs two failures in one collection.
+func (rt *recordingTransport) answer(req *http.Request, note func(*trace)) *http.Response {
+	rt.tr.record(note)
 	if req.Body != nil {
 		req.Body.Close()
 	}
