@@ -7,17 +7,18 @@ import (
 )
 
 // credentials reads ref: a JSON object {"username": …, "password": …},
-// both non-empty strings, no other key. Every failure names the ref and
-// never the value.
+// both non-empty strings, no other key. Every failure names the ref (once
+// it is a valid reference) and never the value.
 func (r *Relay) credentials(ctx context.Context, ref string) (credentials, error) {
 	var c credentials
 	if ref == "" {
 		return c, relayerr.New(relayerr.CredentialsUnavailable, "credentials_ref is empty")
 	}
-	name := quoteKey(ref)
 	if err := r.cfg.Secrets.Check(ref); err != nil {
-		return c, relayerr.New(relayerr.CredentialsUnavailable, "credentials_ref %s is not a valid secret reference", name)
+		// Not named: what is not a reference may be the secret itself.
+		return c, relayerr.New(relayerr.CredentialsUnavailable, "credentials_ref is not a valid secret reference")
 	}
+	name := quoteKey(ref)
 	raw, err := r.cfg.Secrets.Resolve(ctx, ref)
 	if err != nil {
 		return c, relayerr.New(relayerr.CredentialsUnavailable, "credentials_ref %s cannot be read", name)

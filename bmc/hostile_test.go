@@ -294,3 +294,24 @@ func TestFailingMemberAndPageDoNotRaceInGofish(t *testing.T) {
 		wantCode(t, tr.do(t, h.req("power.getPower")), relayerr.BMCError, "HTTP 500")
 	}
 }
+
+// The log line names the address and the credentials_ref a request gave;
+// a caller that puts a password into either (https://admin:pw@bmc, the
+// JSON itself as the ref) is refused, and the password must not be logged
+// either: only values that passed their checks are.
+func TestRefusedFieldsAreNotLogged(t *testing.T) {
+	const secret = "Pasted-S3cret-99"
+	tr := newTestRelay(t, nil)
+	for _, req := range []*sitev1.BmcOperationRequest{
+		{Driver: "redfish", Address: "https://admin:" + secret + "@127.0.0.1", CredentialsRef: "env://RF", Operation: "power.getPower"},
+		{Driver: "ipmi", Address: "admin:" + secret + "@127.0.0.1", CredentialsRef: "env://IPMI", Operation: "power.getPower"},
+		{Driver: "redfish", Address: "127.0.0.1", CredentialsRef: `{"username":"u","password":"` + secret + `"}`, Operation: "power.getPower"},
+	} {
+		if res := tr.do(t, req); res.GetOk() || strings.Contains(res.String(), secret) {
+			t.Errorf("result %v", res)
+		}
+	}
+	if log := tr.log.String(); strings.Contains(log, secret) {
+		t.Fatalf("the password is in the log:\n%s", log)
+	}
+}

@@ -55,7 +55,7 @@ func TestInvalidRequestsSendNothing(t *testing.T) {
 		{"port twice", &sitev1.BmcOperationRequest{Driver: "redfish", Operation: "power.getPower", Address: addr, DriverOptionsJson: `{"port":443}`}, relayerr.InvalidArgs, "both address and driver_options_json"},
 		{"bad port", &sitev1.BmcOperationRequest{Driver: "ipmi", Operation: "power.getPower", Address: "127.0.0.1:99999"}, relayerr.InvalidArgs, "port must be 1..65535"},
 		{"no ref", &sitev1.BmcOperationRequest{Driver: "redfish", Operation: "power.getPower", Address: addr}, relayerr.CredentialsUnavailable, "credentials_ref is empty"},
-		{"bad ref", &sitev1.BmcOperationRequest{Driver: "redfish", Operation: "power.getPower", Address: addr, CredentialsRef: "vault:x"}, relayerr.CredentialsUnavailable, `"vault:x" is not a valid secret reference`},
+		{"bad ref", &sitev1.BmcOperationRequest{Driver: "redfish", Operation: "power.getPower", Address: addr, CredentialsRef: "vault:x"}, relayerr.CredentialsUnavailable, "credentials_ref is not a valid secret reference"},
 		{"missing secret", &sitev1.BmcOperationRequest{Driver: "redfish", Operation: "power.getPower", Address: addr, CredentialsRef: "env://NONE"}, relayerr.CredentialsUnavailable, `"env://NONE" cannot be read`},
 		{"secret not json", &sitev1.BmcOperationRequest{Driver: "redfish", Operation: "power.getPower", Address: addr, CredentialsRef: "env://NOTJSON"}, relayerr.CredentialsUnavailable, `"env://NOTJSON" is not a JSON object`},
 		{"secret extra key", &sitev1.BmcOperationRequest{Driver: "redfish", Operation: "power.getPower", Address: addr, CredentialsRef: "env://EXTRA"}, relayerr.CredentialsUnavailable, `"env://EXTRA" is not a JSON object`},
