@@ -1,8 +1,10 @@
 package bmc
 
 import (
+	"compress/gzip"
 	"crypto/tls"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -314,4 +316,37 @@ func TestRefusedFieldsAreNotLogged(t *testing.T) {
 	if log := tr.log.String(); strings.Contains(log, secret) {
 		t.Fatalf("the password is in the log:\n%s", log)
 	}
+}
+
+// A gzip bomb: a small compressed body that inflates to 8 MiB, twice the per-response cap. net/http
+// inflates it below gofish; the caps count the inflated bytes.
+func TestGzipBombIsCapped(t *testing.T) {
+	var zb strings.Builder
+	zw := gzip.NewWriter(&zb)
+	fmt.Fprintf(zw, `{"@odata.id":"/redfish/v1/Systems/bomb","Id":"bomb","PowerState":"On","Description":"`)
+	chunk := strings.Repeat("x", 1<<20)
+	for range 8 {
+		zw.Write([]byte(chunk))
+	}
+	fmt.Fprint(zw, `"}`)
+	zw.Close()
+	bomb := zb.String()
+	const coll = "/redfish/v1/Systems"
+	h := startHostile(t, 0, func(w http.ResponseWriter, r *http.Request, h *hostileBMC) bool {
+		switch r.URL.Path {
+		case coll:
+			w.Header().Set("Content-Type", "application/json")
+			fmt.Fprintf(w, `{"@odata.id":%q,"Members":[{"@odata.id":"%s/bomb"}]}`, coll, coll)
+		case coll + "/bomb":
+			w.Header().Set("Content-Type", "application/json")
+			w.Header().Set("Content-Encoding", "gzip")
+			n, _ := io.WriteString(w, bomb)
+			h.served.Add(int64(n))
+		default:
+			return false
+		}
+		return true
+	})
+	tr := newTestRelay(t, nil)
+	wantCode(t, tr.do(t, h.req("power.getPower")), relayerr.BMCError, "larger than")
 }
