@@ -167,7 +167,7 @@ type recordingTransport struct {
 
 func (rt *recordingTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	over := rt.left.Load() <= 0 || rt.reqs.Add(1) > rt.maxReqs
-	if over || rt.ctx.Err() != nil {
+	if over || expired(rt.ctx) {
 		return rt.stop(req, over), nil
 	}
 	resp, err := rt.next.RoundTrip(req)
