@@ -38,15 +38,22 @@
 // SubjectPublicKeyInfo must hash to it, checked in the handshake, else
 // pin-mismatch. Without a pin the BMC's certificate is not verified (BMCs
 // ship self-signed ones): the allow-list is then the only protection.
-// No proxy environment, no redirects, no kept connections, response
-// bodies capped at 4 MiB.
+// No proxy environment, no redirects, no kept connections; a response
+// body is capped at 4 MiB and one operation at 16 MiB of bodies and 2000
+// requests (bmc-error past a cap); a GET failing after another request of
+// the operation failed is not handed to gofish (it races on two failures
+// in a collection) and fails the operation, inspect excepted. Redfish is refused (internal) while
+// DEBUG_BMCLIB=true is in the environment: bmclib would then print every
+// request, the password included.
 //
 // One operation at a time per BMC (keyed by its checked IP), waiting
 // within the deadline; at most MaxOperations at once over all BMCs, more
 // are busy. Every operation has Config.Timeout as its deadline; ipmitool
-// is killed at it. Failures carry a relayerr code and a message written
-// here: library errors are classified, never passed on. The password goes
-// to ipmitool only through its environment.
+// is killed at it, and no Redfish request is sent or read past it (gofish
+// itself sends without the operation's context). Failures carry a
+// relayerr code and a message written here: library errors are
+// classified, never passed on. The password goes to ipmitool only through
+// its environment.
 package bmc
 
 import (
@@ -106,6 +113,7 @@ type Relay struct {
 	metrics  *metrics
 	slots    chan struct{}
 	locks    *keyedLock
+	limits   opLimits
 }
 
 // New checks cfg and returns a Relay.
@@ -135,7 +143,8 @@ func New(cfg Config) (*Relay, error) {
 		return nil, err
 	}
 	r := &Relay{cfg: cfg, resolver: cfg.Resolver, metrics: m,
-		slots: make(chan struct{}, cfg.MaxOperations), locks: newKeyedLock()}
+		slots: make(chan struct{}, cfg.MaxOperations), locks: newKeyedLock(),
+		limits: opLimits{bytes: maxOperationBytes, requests: maxOperationRequests}}
 	if r.resolver == nil {
 		r.resolver = net.DefaultResolver
 	}

@@ -34,7 +34,7 @@ func classify(ctx context.Context, p *plan, ph phase, err error, tr *trace, elap
 	if errors.As(err, &re) {
 		return re
 	}
-	if ctx.Err() != nil || errors.Is(err, context.DeadlineExceeded) {
+	if expired(ctx) || errors.Is(err, context.DeadlineExceeded) {
 		return relayerr.New(relayerr.Timeout, "%s %s at %s: the deadline passed", p.driver, p.op, p.target)
 	}
 	if p.driver == driverIPMI {
@@ -50,8 +50,9 @@ func classify(ctx context.Context, p *plan, ph phase, err error, tr *trace, elap
 		return relayerr.New(relayerr.TLSFailed, "TLS handshake with %s failed", p.target)
 	case t.dialErr != nil:
 		return relayerr.New(relayerr.Unreachable, "cannot connect to %s: %s", p.target, dialReason(t.dialErr))
-	case errors.Is(err, errResponseSize):
-		return relayerr.New(relayerr.BMCError, "%s sent a response larger than %d bytes", p.target, maxResponseBytes)
+	case t.tooLarge || errors.Is(err, errResponseSize):
+		return relayerr.New(relayerr.BMCError, "%s sent a response larger than %d bytes, or more than %d bytes or %d responses in all",
+			p.target, maxResponseBytes, maxOperationBytes, maxOperationRequests)
 	}
 	for _, st := range t.statuses {
 		if st == 401 || st == 403 {
@@ -79,6 +80,17 @@ func classifyIPMI(p *plan, ph phase, err error, elapsed time.Duration) *relayerr
 		return relayerr.New(relayerr.BMCError, "%s answered but the IPMI power status failed", p.target)
 	}
 	return relayerr.New(relayerr.BMCError, "%s refused or failed %s", p.target, p.op)
+}
+
+// expired reports whether ctx has ended or its deadline has passed: a
+// connection given that deadline can time out a moment before ctx's own
+// timer fires.
+func expired(ctx context.Context) bool {
+	if ctx.Err() != nil {
+		return true
+	}
+	dl, ok := ctx.Deadline()
+	return ok && !time.Now().Before(dl)
 }
 
 // lastError names the last HTTP error status, when there was one.

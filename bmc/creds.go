@@ -8,8 +8,8 @@ import (
 )
 
 // credentials reads ref: a JSON object {"username": …, "password": …},
-// both non-empty strings, no other key. Every failure names the ref and
-// never the value.
+// both non-empty strings, no other key. Every failure names the ref (once
+// it is a valid reference) and never the value.
 func (r *Relay) credentials(ctx context.Context, ref string) (credentials, error) {
 	var c credentials
 	if ref == "" {
@@ -19,6 +19,7 @@ func (r *Relay) credentials(ctx context.Context, ref string) (credentials, error
 	if err := r.cfg.Secrets.Check(ref); err != nil {
 		return c, relayerr.New(relayerr.CredentialsUnavailable, "credentials_ref %q is not a valid secret reference", name)
 	}
+	name = quoteKey(ref)
 	raw, err := r.cfg.Secrets.Resolve(ctx, ref)
 	if err != nil {
 		return c, relayerr.New(relayerr.CredentialsUnavailable, "credentials_ref %q cannot be read", name)

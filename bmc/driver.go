@@ -3,6 +3,7 @@ package bmc
 import (
 	"context"
 	"net/netip"
+	"os"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -43,7 +44,7 @@ type session struct {
 // newSession builds the bmclib client for p. Only p.driver's provider is
 // registered (bmclib would otherwise register every provider it knows and,
 // with a deadline, try them all); nothing is sent here.
-func (r *Relay) newSession(p *plan, c credentials) (*session, error) {
+func (r *Relay) newSession(ctx context.Context, p *plan, c credentials) (*session, error) {
 	host := hostLiteral(p.target.Addr())
 	port := strconv.Itoa(int(p.target.Port()))
 	reg := registrar.NewRegistry()
@@ -64,7 +65,13 @@ func (r *Relay) newSession(p *plan, c credentials) (*session, error) {
 		}
 		reg.Register(ipmitool.ProviderName, ipmitool.ProviderProtocol, ipmitool.Features, nil, drv)
 	case driverRedfish:
-		hc := newHTTPClient(p.target, p.pin, s.trace)
+		// bmclib has gofish dump every request, the session login with
+		// the password included, to stdout when this is set.
+		if os.Getenv("DEBUG_BMCLIB") == "true" {
+			return nil, relayerr.New(relayerr.Internal,
+				"DEBUG_BMCLIB=true is set in siteboot's environment (bmclib would print the credentials): redfish is refused until it is unset")
+		}
+		hc := newHTTPClient(ctx, p.target, p.pin, s.trace, r.limits)
 		s.redfish = redfish.New(host, c.Username, c.Password, logr.Discard(),
 			redfish.WithHttpClient(hc), redfish.WithPort(port))
 		reg.Register(redfish.ProviderName, redfish.ProviderProtocol, redfish.Features, nil, s.redfish)
@@ -83,12 +90,12 @@ func (r *Relay) ipmitool() string {
 
 // run opens a session, runs the operation and closes the session.
 func (r *Relay) run(ctx context.Context, p *plan, c credentials) (map[string]any, error) {
-	s, err := r.newSession(p, c)
+	s, err := r.newSession(ctx, p, c)
 	if err != nil {
 		return nil, err
 	}
 	start := time.Now()
-	if err := s.client.Open(ctx); err != nil {
+	if err := s.trace.stoppedOr(p.op, s.client.Open(ctx)); err != nil {
 		return nil, classify(ctx, p, phaseOpen, err, s.trace, time.Since(start))
 	}
 	defer func() {
@@ -97,7 +104,7 @@ func (r *Relay) run(ctx context.Context, p *plan, c credentials) (map[string]any
 		}
 	}()
 	res, err := s.do(ctx, p)
-	if err != nil {
+	if err = s.trace.stoppedOr(p.op, err); err != nil {
 		return nil, classify(ctx, p, phaseOperation, err, s.trace, time.Since(start))
 	}
 	return res, nil

@@ -46,8 +46,18 @@ func label(v string, fixed ...string) string {
 	return "other"
 }
 
+// loggable is the request's address when it parses, else "<invalid>": a
+// refused address may carry userinfo (https://admin:pw@bmc).
+func (r *Relay) loggable(req *sitev1.BmcOperationRequest) string {
+	if _, err := parseAddress(req.GetDriver(), req.GetAddress()); err != nil {
+		return "<invalid>"
+	}
+	return req.GetAddress()
+}
+
 // finish counts the operation and logs its one line: names, the checked
-// address and the outcome; never credentials, args or the media URL.
+// address and the outcome; never credentials, args or the media URL, and
+// an address or credentials_ref only once it passed its check.
 func (r *Relay) finish(req *sitev1.BmcOperationRequest, p *plan, code, msg string, d time.Duration) {
 	driver := label(req.GetDriver(), driverIPMI, driverRedfish)
 	op := label(req.GetOperation(), opGetPower, opSetPower, opSetBootDevice, opInsertMedia, opEjectMedia, opInspect)
@@ -55,7 +65,7 @@ func (r *Relay) finish(req *sitev1.BmcOperationRequest, p *plan, code, msg strin
 	r.metrics.duration.WithLabelValues(driver).Observe(d.Seconds())
 	attrs := []any{slog.String("driver", driver), slog.String("operation", op),
 		slog.String("code", code), slog.Duration("duration", d),
-		slog.String("address", truncate(req.GetAddress(), 128)),
+		slog.String("address", r.loggable(req)),
 		slog.String("credentials_ref", redact.Ref(req.GetCredentialsRef()))}
 	if p != nil && p.target.Addr().IsValid() {
 		attrs = append(attrs, slog.String("bmc", p.target.String()))
