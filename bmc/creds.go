@@ -19,7 +19,6 @@ func (r *Relay) credentials(ctx context.Context, ref string) (credentials, error
 	if err := r.cfg.Secrets.Check(ref); err != nil {
 		return c, relayerr.New(relayerr.CredentialsUnavailable, "credentials_ref %q is not a valid secret reference", name)
 	}
-	name = quoteKey(ref)
 	raw, err := r.cfg.Secrets.Resolve(ctx, ref)
 	if err != nil {
 		return c, relayerr.New(relayerr.CredentialsUnavailable, "credentials_ref %q cannot be read", name)
