@@ -12,13 +12,29 @@ PROTOC_GEN_GO_GRPC_VERSION := v1.6.2
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X main.version=$(VERSION)
 
-.PHONY: help build gen gen-check lint test test-short fuzz deps tools clean
+.PHONY: help build gen gen-check lint test test-short fuzz deps tools clean static container
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | column -t -s $$'\t'
 
 build: ## build ./siteboot
 	$(GO) build -ldflags '$(LDFLAGS)' -o siteboot ./cmd/siteboot
+
+# Release builds go to $(DIST). A minimal `make static` for `make container`.
+DIST ?= dist
+COMMIT ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
+
+static: ## static binary dist/siteboot (CGO_ENABLED=0, trimmed, stripped)
+	mkdir -p $(DIST)
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '-s -w $(LDFLAGS) -X main.commit=$(COMMIT)' -o $(DIST)/siteboot ./cmd/siteboot
+
+# The container image: FROM scratch, nothing pulled (packaging/container).
+# An image tag may not hold '+' or '~'.
+CONTAINER_TAG := $(subst ~,-,$(subst +,-,$(VERSION)))
+CONTAINER_IMAGE ?= localhost/siteboot:$(CONTAINER_TAG)
+
+container: static ## image localhost/siteboot:VERSION (podman), dist/siteboot-VERSION.{oci,docker}.tar
+	VERSION=$(VERSION) COMMIT=$(COMMIT) ./packaging/container/build $(DIST)/siteboot $(CONTAINER_IMAGE) $(DIST)/siteboot-$(CONTAINER_TAG).oci.tar
 
 $(BIN)/buf:
 	GOBIN=$(BIN) $(GO) install github.com/bufbuild/buf/cmd/buf@$(BUF_VERSION)
@@ -60,4 +76,4 @@ fuzz: ## a short run of every fuzz target (FUZZTIME each)
 	./.ci/fuzz $(FUZZTIME)
 
 clean:
-	rm -rf siteboot $(BIN)
+	rm -rf siteboot $(BIN) dist

@@ -26,12 +26,14 @@ type applianceConfig struct {
 	Extra []string
 }
 
-// appliance is a `siteboot serve` process on a lab host.
+// appliance is a `siteboot serve` process on a lab host: proc, or a
+// container whose podman writes out.
 type appliance struct {
 	t      *testing.T
 	bin    string
 	host   *netlab.Host
 	proc   *netlab.Process
+	out    *logged
 	socket string
 	// base is its HTTP base URL on the lab LAN.
 	base string
@@ -50,7 +52,31 @@ func startAppliance(t *testing.T, h *netlab.Host, cfg applianceConfig) *applianc
 	dir := t.TempDir()
 	data := filepath.Join(dir, "data")
 	addr := h.Addr().String()
-	conf := strings.Join([]string{
+	path := filepath.Join(dir, "siteboot.yaml")
+	if err := os.WriteFile(path, []byte(applianceYAML(h, cfg, data)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	a := &appliance{
+		t: t, bin: bin, host: h, socket: filepath.Join(data, "siteboot.sock"),
+		base: fmt.Sprintf("http://%s:%d", addr, httpPort),
+		http: &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
+			DisableKeepAlives: true, DialContext: dialIn(h),
+		}},
+	}
+	a.proc = h.Start("siteboot", bin, "serve", "--config", path)
+	ctx, cancel := context.WithTimeout(h.Lab().Context(), 30*time.Second)
+	defer cancel()
+	if _, err := a.proc.WaitOutput(ctx, msgReady); err != nil {
+		t.Fatalf("siteboot did not become ready: %v\n%s", err, a.proc.Output())
+	}
+	return a
+}
+
+// applianceYAML is the config file of an appliance on h keeping its state
+// in data: every service on h's LAN address, debug logs in JSON.
+func applianceYAML(h *netlab.Host, cfg applianceConfig, data string) string {
+	addr := h.Addr().String()
+	return strings.Join([]string{
 		"site_id: e2e",
 		"node_id: " + h.Name(),
 		"data_dir: " + data,
@@ -69,24 +95,6 @@ func startAppliance(t *testing.T, h *netlab.Host, cfg applianceConfig) *applianc
 		"  level: debug",
 		"  format: json",
 	}, "\n") + "\n" + strings.Join(append(cfg.Extra, ""), "\n")
-	path := filepath.Join(dir, "siteboot.yaml")
-	if err := os.WriteFile(path, []byte(conf), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	a := &appliance{
-		t: t, bin: bin, host: h, socket: filepath.Join(data, "siteboot.sock"),
-		base: fmt.Sprintf("http://%s:%d", addr, httpPort),
-		http: &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
-			DisableKeepAlives: true, DialContext: dialIn(h),
-		}},
-	}
-	a.proc = h.Start("siteboot", bin, "serve", "--config", path)
-	ctx, cancel := context.WithTimeout(h.Lab().Context(), 30*time.Second)
-	defer cancel()
-	if _, err := a.proc.WaitOutput(ctx, msgReady); err != nil {
-		t.Fatalf("siteboot did not become ready: %v\n%s", err, a.proc.Output())
-	}
-	return a
 }
 
 // dialIn dials TCP from inside h's network namespace.
@@ -137,7 +145,15 @@ func (a *appliance) cliJSON(ctx context.Context, into proto.Message, args ...str
 }
 
 // logs returns siteboot's JSON log lines so far.
-func (a *appliance) logs() []logLine { return parseLog(a.proc.Output()) }
+func (a *appliance) logs() []logLine { return parseLog(a.output()) }
+
+// output is what siteboot has written so far.
+func (a *appliance) output() string {
+	if a.out != nil {
+		return a.out.output()
+	}
+	return a.proc.Output()
+}
 
 // logDigest is the last n decision lines of the log, for failure reports.
 func (a *appliance) logDigest(n int) string {

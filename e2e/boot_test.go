@@ -52,7 +52,15 @@ type bootSeen struct {
 // /ipxe to the kernel and initrd of the ramdisk profile; success is seen
 // by the origin server on another host.
 func TestBootWithEntry(t *testing.T) {
-	cases := []bootCase{
+	for _, tc := range bootCases() {
+		t.Run(tc.name, func(t *testing.T) { testBootWithEntry(t, tc) })
+	}
+}
+
+// bootCases are the firmware TestBootWithEntry boots, each with what it
+// must be seen doing.
+func bootCases() []bootCase {
+	return []bootCase{
 		{
 			name: "bios", fw: netlab.BIOS, kernel: lkrnFile, uuid: "00112233-4455-6677-8899-aabbccddeeff",
 			want: bootSeen{
@@ -71,9 +79,6 @@ func TestBootWithEntry(t *testing.T) {
 			},
 		},
 	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) { testBootWithEntry(t, tc) })
-	}
 }
 
 func testBootWithEntry(t *testing.T, tc bootCase) {
@@ -84,6 +89,13 @@ func testBootWithEntry(t *testing.T, tc bootCase) {
 	}
 	initrd := bytes.Repeat([]byte("siteboot e2e initrd\n"), 512)
 	b := newBootLab(t, map[string][]byte{kernelPath: kernel, initrdPath: initrd})
+	bootWithEntry(t, b, tc)
+}
+
+// bootWithEntry adds an entry for a new VM's MAC through the CLI, boots the
+// VM with tc's firmware and checks what siteboot, the origin and the
+// site's DHCP server saw of the boot.
+func bootWithEntry(t *testing.T, b *bootLab, tc bootCase) {
 	ctx, cancel := context.WithTimeout(b.lab.Context(), vmTimeout)
 	defer cancel()
 	mac := netlab.RandomMAC()
@@ -91,7 +103,7 @@ func testBootWithEntry(t *testing.T, tc bootCase) {
 
 	vm, start := b.startVM(t, netlab.VMConfig{Label: tc.name, Firmware: tc.fw, MAC: mac, Extra: []string{"-uuid", tc.uuid}})
 	var remote string
-	err = waitUntil(ctx, vm, func() bool {
+	err := waitUntil(ctx, vm, func() bool {
 		var ok bool
 		remote, _, ok = b.origin.fetchedInOrder(kernelPath, initrdPath)
 		return ok

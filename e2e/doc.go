@@ -50,6 +50,12 @@
 // logged), SITEBOOT_FAULT_COUNT changes the count. TestBenchFailover (only
 // with SITEBOOT_BENCH_FAILOVER=1) times failovers at lease.ttl 5s.
 //
+// TestContainerBoot runs the image `make container` builds (loaded back
+// from its docker archive) under podman in a lab host's network namespace
+// with only CAP_NET_BIND_SERVICE and CAP_NET_RAW: it becomes healthy by its
+// HEALTHCHECK, takes an entry from the host's CLI through the admin socket
+// on its data volume, and a SeaBIOS VM PXE-boots from it to its script.
+//
 // The tests need root, QEMU, OVMF, Debian's ipxe package and dnsmasq; they
 // skip without them (and fail instead when SITEBOOT_E2E=require), and they
 // skip under -short. VMs run one at a time.

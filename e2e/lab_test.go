@@ -36,11 +36,20 @@ const (
 // newBootLab builds the site; files are what the origin serves.
 func newBootLab(t *testing.T, files map[string][]byte) *bootLab {
 	t.Helper()
+	return newBootLabWith(t, files, startAppliance)
+}
+
+// applianceStarter starts siteboot on a lab host and waits until it is ready.
+type applianceStarter func(t *testing.T, h *netlab.Host, cfg applianceConfig) *appliance
+
+// newBootLabWith is newBootLab with siteboot started by start.
+func newBootLabWith(t *testing.T, files map[string][]byte, start applianceStarter) *bootLab {
+	t.Helper()
 	lab := netlab.New(t, netlab.Config{})
 	dhcp, boot, web, sniff := lab.AddHost("dhcp"), lab.AddHost("boot"), lab.AddHost("web"), lab.AddHost("sniff")
 	b := &bootLab{lab: lab, origin: startOrigin(t, web, files), sniff: startSniffer(t, sniff)}
 	b.dnsmasq = dhcp.StartDnsmasq(netlab.DnsmasqConfig{})
-	b.app = startAppliance(t, boot, applianceConfig{
+	b.app = start(t, boot, applianceConfig{
 		KernelURL: b.origin.base + kernelPath, InitrdURL: b.origin.base + initrdPath,
 	})
 	return b

@@ -71,6 +71,7 @@ running appliance (--socket, or SITEBOOT_SOCKET).`,
 		newBmcCmd(cl),
 		newProxyCmd(cl),
 		newVersionCmd(cl),
+		newHealthcheckCmd(getenv),
 	)
 	return root
 }
