@@ -10,15 +10,31 @@ PROTOC_GEN_GO_VERSION := v1.36.12
 PROTOC_GEN_GO_GRPC_VERSION := v1.6.2
 
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
-LDFLAGS := -X main.version=$(VERSION)
+COMMIT ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
+LDFLAGS := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 
 .PHONY: help build gen gen-check lint test test-short fuzz deps tools clean
+.PHONY: static deb
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | column -t -s $$'\t'
 
 build: ## build ./siteboot
 	$(GO) build -ldflags '$(LDFLAGS)' -o siteboot ./cmd/siteboot
+
+# Packages: the Debian version comes from git (packaging/deb/version: a
+# checkout without tags is 0.0.0~git<commit time>.<hash>); file times and
+# man page dates from the commit, so a rebuild of one commit is the same.
+DEB_VERSION ?= $(shell ./packaging/deb/version $(VERSION) 2>/dev/null || echo 0.0.0~dev)
+SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || date +%s)
+
+static: ## build dist/siteboot: static, stripped, with version and commit
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '-s -w $(LDFLAGS)' -o dist/siteboot ./cmd/siteboot
+
+# dpkg-deb, not nfpm: it ships with dpkg on every Debian build host, so the
+# package needs no tool built first, and DEBIAN/ holds plain control files.
+deb: static ## build dist/siteboot_<version>_<arch>.deb
+	SOURCE_DATE_EPOCH=$(SOURCE_DATE_EPOCH) ./packaging/deb/build dist/siteboot $(DEB_VERSION) dist
 
 $(BIN)/buf:
 	GOBIN=$(BIN) $(GO) install github.com/bufbuild/buf/cmd/buf@$(BUF_VERSION)
@@ -60,4 +76,4 @@ fuzz: ## a short run of every fuzz target (FUZZTIME each)
 	./.ci/fuzz $(FUZZTIME)
 
 clean:
-	rm -rf siteboot $(BIN)
+	rm -rf siteboot $(BIN) dist
