@@ -10,9 +10,11 @@ PROTOC_GEN_GO_VERSION := v1.36.12
 PROTOC_GEN_GO_GRPC_VERSION := v1.6.2
 
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
-LDFLAGS := -X main.version=$(VERSION)
+COMMIT ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
+LDFLAGS := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 
-.PHONY: help build gen gen-check lint test test-short fuzz deps tools clean static container
+.PHONY: help build gen gen-check lint test test-short fuzz deps tools clean
+.PHONY: static deb container
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | column -t -s $$'\t'
@@ -20,13 +22,23 @@ help: ## list the targets
 build: ## build ./siteboot
 	$(GO) build -ldflags '$(LDFLAGS)' -o siteboot ./cmd/siteboot
 
-# Release builds go to $(DIST). A minimal `make static` for `make container`.
+# Release builds go to $(DIST).
 DIST ?= dist
-COMMIT ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 
-static: ## static binary dist/siteboot (CGO_ENABLED=0, trimmed, stripped)
+# Packages: the Debian version comes from git (packaging/deb/version: a
+# checkout without tags is 0.0.0~git<commit time>.<hash>); file times and
+# man page dates from the commit, so a rebuild of one commit is the same.
+DEB_VERSION ?= $(shell ./packaging/deb/version $(VERSION) 2>/dev/null || echo 0.0.0~dev)
+SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || date +%s)
+
+static: ## build dist/siteboot: static, stripped, with version and commit
 	mkdir -p $(DIST)
-	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '-s -w $(LDFLAGS) -X main.commit=$(COMMIT)' -o $(DIST)/siteboot ./cmd/siteboot
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '-s -w $(LDFLAGS)' -o $(DIST)/siteboot ./cmd/siteboot
+
+# dpkg-deb, not nfpm: it ships with dpkg on every Debian build host, so the
+# package needs no tool built first, and DEBIAN/ holds plain control files.
+deb: static ## build dist/siteboot_<version>_<arch>.deb
+	SOURCE_DATE_EPOCH=$(SOURCE_DATE_EPOCH) ./packaging/deb/build $(DIST)/siteboot $(DEB_VERSION) $(DIST)
 
 # The container image: FROM scratch, nothing pulled (packaging/container).
 # An image tag may not hold '+' or '~'.

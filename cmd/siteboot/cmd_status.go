@@ -88,14 +88,14 @@ func printBootFiles(w io.Writer, files []*sitebootv1.BootFile) error {
 func newVersionCmd(cl *clientOptions) *cobra.Command {
 	return &cobra.Command{
 		Use:   "version",
-		Short: "Print the version of this binary",
+		Short: "Print the version of this binary and the commit it was built from",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if cl.output == "json" {
-				_, err := fmt.Fprintf(cmd.OutOrStdout(), "{\n  \"version\": %q\n}\n", version)
+				_, err := fmt.Fprintf(cmd.OutOrStdout(), "{\n  \"version\": %q,\n  \"commit\": %q\n}\n", version, commit)
 				return err
 			}
-			_, err := fmt.Fprintln(cmd.OutOrStdout(), "siteboot", version)
+			_, err := fmt.Fprintf(cmd.OutOrStdout(), "siteboot %s (commit %s)\n", version, commit)
 			return err
 		},
 	}

@@ -15,8 +15,12 @@ import (
 	"github.com/spf13/cobra"
 )
 
-// version is set at build time (make build); "dev" otherwise.
-var version = "dev"
+// version and commit are set at build time (make build, make static):
+// version from git describe, commit the short hash it was built from.
+var (
+	version = "dev"
+	commit  = "unknown"
+)
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -72,6 +76,7 @@ running appliance (--socket, or SITEBOOT_SOCKET).`,
 		newProxyCmd(cl),
 		newVersionCmd(cl),
 		newHealthcheckCmd(getenv),
+		newManCmd(getenv),
 	)
 	return root
 }

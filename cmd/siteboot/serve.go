@@ -12,6 +12,7 @@ import (
 
 	"github.com/siteboot/siteboot/admin"
 	"github.com/siteboot/siteboot/appliance"
+	"github.com/siteboot/siteboot/internal/sdnotify"
 	"github.com/spf13/cobra"
 	"golang.org/x/sync/errgroup"
 )
@@ -53,7 +54,15 @@ variables, then flags; each overrides the one before. Keys:
 			if err != nil {
 				return err
 			}
-			return serve(cmd.Context(), cfg, log)
+			n, wd, err := sdnotify.FromEnv(getenv, os.Getpid())
+			if err != nil {
+				return err
+			}
+			m := manager{watchdog: wd}
+			if n != nil {
+				m.notify = n
+			}
+			return serveManaged(cmd.Context(), cfg, log, m)
 		},
 	}
 	fl := c.Flags()
@@ -86,6 +95,12 @@ func (f *serveFlags) apply(cmd *cobra.Command, cfg *Config) {
 // (package appliance) with its network services, the API on the Unix
 // socket, and on TCP with mutual TLS when admin.tcp_listen is set.
 func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
+	return serveManaged(ctx, cfg, log, manager{})
+}
+
+// serveManaged is serve under a service manager: with m.notify set it
+// reports readiness, watchdog pings and the stop to it (tellManager).
+func serveManaged(ctx context.Context, cfg Config, log *slog.Logger, m manager) error {
 	core, err := appliance.Open(ctx, cfg, log, version)
 	if err != nil {
 		return err
@@ -111,6 +126,9 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 	}
 	g.Go(func() error { return core.Run(ctx) })
 	g.Go(func() error { return api.ServeUnix(ctx, sock) })
+	if m.notify != nil {
+		g.Go(func() error { tellManager(ctx, core, m, log); return nil })
+	}
 	return g.Wait()
 }
 
