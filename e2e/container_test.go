@@ -161,7 +161,7 @@ func (c *containerImage) start(t *testing.T, h *netlab.Host, cfg applianceConfig
 	run := []string{"run", "--rm", "--name", name, "--label", containerLabel + "=" + netns,
 		// The README's command, with the network namespace of h as "host".
 		"--network", "ns:" + netns,
-		"--cap-drop", "all", "--cap-add", "NET_BIND_SERVICE,NET_RAW",
+		"--cap-drop", "all", "--cap-add", "NET_BIND_SERVICE", "--cap-add", "NET_RAW",
 		"--security-opt", "no-new-privileges", "--read-only",
 		"-v", data + ":/var/lib/siteboot", "-v", conf + ":/etc/siteboot/siteboot.yaml:ro",
 		// The note's settings for these machines (no CAP_SYS_RESOURCE on the host).
@@ -251,10 +251,22 @@ func checkTFTPBootFile(ctx context.Context, t *testing.T, a *appliance) {
 	}
 }
 
+// staleImageAge is how old an e2e image tag must be before a later run
+// removes it: older than any run's budget, so a concurrent run keeps its own.
+const staleImageAge = time.Hour
+
 // removeStaleContainers removes containers a killed run of this test
-// left, those whose lab namespace is gone.
+// left, those whose lab namespace is gone, and the images such runs left.
+// Stale lab namespaces go first (netlab), so a killed run's container is
+// removed by the next run rather than the one after.
 func removeStaleContainers(t *testing.T) {
 	t.Helper()
+	if removed, err := netlab.CleanupStale(); err != nil {
+		t.Logf("netlab: cleaning stale labs: %v", err)
+	} else if len(removed) > 0 {
+		t.Logf("netlab: removed stale namespaces %v", removed)
+	}
+	defer removeStaleImages(t)
 	out, err := podman(context.Background(), t, "ps", "--all", "--filter", "label="+containerLabel,
 		"--format", `{{.Names}} {{index .Labels "`+containerLabel+`"}}`)
 	if err != nil {
@@ -269,6 +281,27 @@ func removeStaleContainers(t *testing.T) {
 			t.Logf("removing container %s left by an earlier run (%s is gone)", name, netns)
 			podman(context.Background(), t, "rm", "--force", "--time", "0", name)
 		}
+	}
+}
+
+// removeStaleImages removes localhost/siteboot-e2e images whose tag
+// (buildContainerImage's, the build time in base 36) is older than
+// staleImageAge; one a container still uses is kept (rmi without --force).
+func removeStaleImages(t *testing.T) {
+	t.Helper()
+	out, err := podman(context.Background(), t, "images", "--filter", "reference=localhost/siteboot-e2e",
+		"--format", "{{.Repository}}:{{.Tag}}")
+	if err != nil {
+		return
+	}
+	for _, ref := range strings.Fields(out) {
+		_, tag, _ := strings.Cut(ref, ":")
+		ns, err := strconv.ParseInt(strings.TrimPrefix(tag, "e2e-"), 36, 64)
+		if !strings.HasPrefix(tag, "e2e-") || err != nil || time.Since(time.Unix(0, ns)) < staleImageAge {
+			continue
+		}
+		t.Logf("removing image %s left by an earlier run", ref)
+		podman(context.Background(), t, "rmi", ref)
 	}
 }
 

@@ -86,17 +86,16 @@ func (f *healthcheckFlags) target(cmd *cobra.Command, getenv env) (string, error
 }
 
 // readyzURL is /readyz at listen (http.listen), a wildcard host replaced by
-// the loopback address of its family.
+// 127.0.0.1: serve listens on "tcp", so "[::]" is dual-stack and takes
+// IPv4 too, while ::1 is missing wherever IPv6 is disabled on loopback.
 func readyzURL(listen string) (string, error) {
 	host, port, err := net.SplitHostPort(listen)
 	if err != nil {
 		return "", fmt.Errorf("http.listen %q: %w", listen, err)
 	}
 	switch host {
-	case "", "0.0.0.0":
+	case "", "0.0.0.0", "::":
 		host = "127.0.0.1"
-	case "::":
-		host = "::1"
 	}
 	return "http://" + net.JoinHostPort(host, port) + "/readyz", nil
 }
@@ -127,7 +126,8 @@ func healthcheck(ctx context.Context, target string, timeout time.Duration) (str
 	defer resp.Body.Close()
 	line := firstLine(resp.Body)
 	if resp.StatusCode != http.StatusOK {
-		return "", fmt.Errorf("healthcheck %s: not ready: %s: %s", target, resp.Status, line)
+		// The reason phrase is the server's too: net/http passes it as sent.
+		return "", fmt.Errorf("healthcheck %s: not ready: %s: %s", target, printable(resp.Status), line)
 	}
 	return line, nil
 }
@@ -137,7 +137,15 @@ func healthcheck(ctx context.Context, target string, timeout time.Duration) (str
 // write control sequences to a terminal or a log.
 func firstLine(r io.Reader) string {
 	s, _ := bufio.NewReader(io.LimitReader(r, healthBodyLimit)).ReadString('\n')
-	s = strings.TrimRight(s, "\r\n")
+	return printable(strings.TrimRight(s, "\r\n"))
+}
+
+// printable is at most healthBodyLimit bytes of s with anything but
+// printable ASCII replaced by '?'.
+func printable(s string) string {
+	if len(s) > healthBodyLimit {
+		s = s[:healthBodyLimit]
+	}
 	return strings.Map(func(c rune) rune {
 		if c < 0x20 || c > 0x7e {
 			return '?'

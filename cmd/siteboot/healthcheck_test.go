@@ -74,6 +74,8 @@ func TestHealthcheckNotReady(t *testing.T) {
 		w.Write([]byte("\x1b]0;owned\x07" + strings.Repeat("A", 4096)))
 	})
 	hang := serveHTTP(t, func(_ http.ResponseWriter, r *http.Request) { <-r.Context().Done() })
+	// net/http's client passes a reason phrase through as it came.
+	hostileStatus := serveRaw(t, "HTTP/1.1 500 \x1b]0;owned\x07"+strings.Repeat("B", 4096)+"\r\nContent-Length: 0\r\n\r\n")
 	cases := []struct {
 		name, url string
 		want      []string
@@ -83,6 +85,7 @@ func TestHealthcheckNotReady(t *testing.T) {
 		{"redirect is not followed", redirect + "/readyz", []string{"not ready: 302 Found"}},
 		{"no answer in time", hang + "/readyz", []string{"no answer within 300ms"}},
 		{"hostile answer", hostile + "/readyz", []string{"500 Internal Server Error: ?]0;owned?AAAA"}},
+		{"hostile status line", hostileStatus + "/readyz", []string{"not ready: 500 ?]0;owned?BBBB"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -139,9 +142,11 @@ func TestHealthcheckBadInput(t *testing.T) {
 
 func TestReadyzURL(t *testing.T) {
 	cases := map[string]string{
-		":8080":          "http://127.0.0.1:8080/readyz",
-		"0.0.0.0:80":     "http://127.0.0.1:80/readyz",
-		"[::]:8080":      "http://[::1]:8080/readyz",
+		":8080":      "http://127.0.0.1:8080/readyz",
+		"0.0.0.0:80": "http://127.0.0.1:80/readyz",
+		// serve listens dual-stack on "[::]", and ::1 is missing where
+		// IPv6 is disabled (net.ipv6.conf.lo.disable_ipv6=1).
+		"[::]:8080":      "http://127.0.0.1:8080/readyz",
 		"10.0.0.2:8080":  "http://10.0.0.2:8080/readyz",
 		"[fd00::2]:8080": "http://[fd00::2]:8080/readyz",
 		"boot.lan:8080":  "http://boot.lan:8080/readyz",
@@ -190,6 +195,29 @@ func serveHTTP(t *testing.T, handler http.HandlerFunc) string {
 	s := httptest.NewServer(handler)
 	t.Cleanup(s.Close)
 	return s.URL
+}
+
+// serveRaw answers every connection on a loopback port with answer, as
+// bytes, until the test ends, and returns its base URL.
+func serveRaw(t *testing.T, answer string) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.Read(make([]byte, 4096))
+			c.Write([]byte(answer))
+			c.Close()
+		}
+	}()
+	return "http://" + ln.Addr().String()
 }
 
 // closedAddr is a loopback address nothing listens on.
