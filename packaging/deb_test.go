@@ -40,7 +40,9 @@ func (d *debian) run(t *testing.T, args ...string) string {
 
 func (d *debian) fails(t *testing.T, args ...string) string {
 	t.Helper()
-	out, err := d.command(context.Background(), nil, args...).CombinedOutput()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	out, err := d.command(ctx, nil, args...).CombinedOutput()
 	if err == nil {
 		t.Fatalf("in the Debian root: %s succeeded; want a failure\n%s", strings.Join(args, " "), out)
 	}
