@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
@@ -248,21 +247,8 @@ func drain(c chan string) {
 // environment as systemd sets them, and exits 0 after STOPPING=1 on SIGTERM.
 func TestServeProcessNotifiesFromEnvironment(t *testing.T) {
 	in := listenNotify(t)
-	cmd := exec.Command(sitebootBinary(t), "serve", "--node-id", "proc-test", "--data-dir", t.TempDir(), "--http-listen", "127.0.0.1:0")
-	cmd.Env = append(os.Environ(), "SITEBOOT_DHCP_ENABLED=false", "SITEBOOT_TFTP_LISTEN=",
-		"NOTIFY_SOCKET="+in.path, "WATCHDOG_USEC=400000")
-	var logs bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &logs, &logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-		if t.Failed() {
-			t.Logf("serve log:\n%s", logs.String())
-		}
-	})
+	cmd := startServeEnv(t, []string{"NOTIFY_SOCKET=" + in.path, "WATCHDOG_USEC=400000"},
+		"--data-dir", t.TempDir(), "--http-listen", "127.0.0.1:0")
 	if got := in.next(t, 15*time.Second); !strings.HasPrefix(got, "READY=1\nSTATUS=ready: ") {
 		t.Fatalf("first notification = %q; want READY=1", got)
 	}

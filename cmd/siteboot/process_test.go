@@ -73,9 +73,15 @@ func serveProcessOn(t *testing.T, args ...string) *os.Process {
 
 func startServe(t *testing.T, args ...string) *exec.Cmd {
 	t.Helper()
+	return startServeEnv(t, nil, args...)
+}
+
+// startServeEnv is startServe with extra environment variables.
+func startServeEnv(t *testing.T, env []string, args ...string) *exec.Cmd {
+	t.Helper()
 	cmd := exec.Command(sitebootBinary(t), append([]string{"serve", "--node-id", "proc-test"}, args...)...)
 	// Child appliances never touch the host's network: no DHCP, no TFTP.
-	cmd.Env = append(os.Environ(), "SITEBOOT_DHCP_ENABLED=false", "SITEBOOT_TFTP_LISTEN=")
+	cmd.Env = append(append(os.Environ(), "SITEBOOT_DHCP_ENABLED=false", "SITEBOOT_TFTP_LISTEN="), env...)
 	var logs bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &logs, &logs
 	if err := cmd.Start(); err != nil {
