@@ -38,10 +38,12 @@ func (l *listener) Accept() (net.Conn, error) {
 // refuse answers 503 if the socket takes it at once, and closes it. The
 // request is never read: the client may see the close before the answer.
 func (s *Server) refuse(c net.Conn) {
+	// Counted before the client can see the close, so a client that saw its
+	// refusal also finds it in connections_refused_total.
+	s.refused.Inc()
 	_ = c.SetWriteDeadline(time.Now().Add(10 * time.Millisecond))
 	_, _ = c.Write([]byte(refusal))
 	c.Close()
-	s.refused.Inc()
 	n := s.refusedSince.Add(1)
 	now := int64(time.Since(s.base))
 	if last := s.lastWarn.Load(); now-last >= int64(refusalWarnEvery) && s.lastWarn.CompareAndSwap(last, now) {
