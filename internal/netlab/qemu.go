@@ -36,7 +36,8 @@ const (
 
 const qemuBinary = "qemu-system-x86_64"
 
-// VMConfig describes a network-booting virtual machine.
+// VMConfig describes a virtual machine: by default one that boots from the
+// network; Boot and Extra (drives) make it boot a disk instead.
 type VMConfig struct {
 	// Label names the VM's files in the lab dir. Default "vm<n>".
 	Label string
@@ -58,12 +59,18 @@ type VMConfig struct {
 	// exits), as a data-centre BIOS set to retry network boot would; zero
 	// leaves a failed VM halted at "No bootable device". OVMF ignores it.
 	RetryBoot time.Duration
-	// Extra are further QEMU arguments.
+	// Boot is QEMU's boot order: "" is "n", the network; "c" boots the
+	// first disk (an installed image, its drives given in Extra), so a
+	// machine that runs an OS can share the lab with the ones that PXE-boot.
+	Boot string
+	// Extra are further QEMU arguments (drives, a second -serial, which
+	// becomes ttyS1 as the first is the Serial file).
 	Extra []string
 }
 
-// VM is a QEMU guest on the lab's bridge (TCG, no display, boot from
-// network). The lab kills it at the end of the test.
+// VM is a QEMU guest on the lab's bridge (TCG, no display, boot from the
+// network unless VMConfig.Boot says otherwise). The lab kills it at the
+// end of the test.
 type VM struct {
 	*Process
 	// MAC is the guest NIC's address.
@@ -74,8 +81,8 @@ type VM struct {
 	Serial string
 }
 
-// StartVM creates a tap on the bridge and boots a VM from the network
-// through it. Require NeedsVM(cfg.Firmware) first.
+// StartVM creates a tap on the bridge and boots a VM through it (from the
+// network unless cfg.Boot says otherwise). Require NeedsVM(cfg.Firmware) first.
 func (l *Lab) StartVM(cfg VMConfig) *VM {
 	l.t.Helper()
 	vm, err := l.LaunchVM(cfg)
@@ -168,10 +175,14 @@ func (l *Lab) qemuArgs(cfg *VMConfig, vm *VM, tap string) ([]string, error) {
 }
 
 func bootOrder(cfg *VMConfig) string {
-	if cfg.RetryBoot > 0 {
-		return "n,reboot-timeout=" + strconv.FormatInt(cfg.RetryBoot.Milliseconds(), 10)
+	order := cfg.Boot
+	if order == "" {
+		order = "n"
 	}
-	return "n"
+	if cfg.RetryBoot > 0 {
+		return order + ",reboot-timeout=" + strconv.FormatInt(cfg.RetryBoot.Milliseconds(), 10)
+	}
+	return order
 }
 
 func romOption(cfg *VMConfig) string {

@@ -102,15 +102,18 @@ func TestLineWithAll(t *testing.T) {
 
 func TestBootOrder(t *testing.T) {
 	for _, tc := range []struct {
+		boot  string
 		retry time.Duration
 		want  string
 	}{
-		{0, "n"},
-		{-time.Second, "n"},
-		{3 * time.Second, "n,reboot-timeout=3000"},
+		{"", 0, "n"},
+		{"", -time.Second, "n"},
+		{"", 3 * time.Second, "n,reboot-timeout=3000"},
+		{"c", 0, "c"},
+		{"c", 2 * time.Second, "c,reboot-timeout=2000"},
 	} {
-		if got := bootOrder(&VMConfig{RetryBoot: tc.retry}); got != tc.want {
-			t.Errorf("bootOrder(RetryBoot %v) = %q, want %q", tc.retry, got, tc.want)
+		if got := bootOrder(&VMConfig{Boot: tc.boot, RetryBoot: tc.retry}); got != tc.want {
+			t.Errorf("bootOrder(Boot %q, RetryBoot %v) = %q, want %q", tc.boot, tc.retry, got, tc.want)
 		}
 	}
 }
