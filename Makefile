@@ -14,7 +14,7 @@ COMMIT ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 LDFLAGS := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 
 .PHONY: help build gen gen-check lint test test-short fuzz deps tools clean
-.PHONY: static deb container
+.PHONY: static deb container appliance
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | column -t -s $$'\t'
@@ -47,6 +47,15 @@ CONTAINER_IMAGE ?= localhost/siteboot:$(CONTAINER_TAG)
 
 container: static ## image localhost/siteboot:VERSION (podman), dist/siteboot-VERSION.{oci,docker}.tar
 	VERSION=$(VERSION) COMMIT=$(COMMIT) ./packaging/container/build $(DIST)/siteboot $(CONTAINER_IMAGE) $(DIST)/siteboot-$(CONTAINER_TAG).oci.tar
+
+# The appliance VM image (packaging/appliance): Debian 12 with the .deb
+# installed, GRUB for BIOS and UEFI, raw and qcow2. Needs root; the Debian
+# root is cached (~/.cache/siteboot/appliance, or $$SITEBOOT_CACHE).
+DEB_ARCH ?= $(shell dpkg --print-architecture 2>/dev/null || echo amd64)
+APPLIANCE ?= $(DIST)/siteboot-appliance-$(CONTAINER_TAG)
+
+appliance: deb ## VM image dist/siteboot-appliance-VERSION.{raw,qcow2} (needs root)
+	./packaging/appliance/build $(DIST)/siteboot_$(DEB_VERSION)_$(DEB_ARCH).deb $(APPLIANCE)
 
 $(BIN)/buf:
 	GOBIN=$(BIN) $(GO) install github.com/bufbuild/buf/cmd/buf@$(BUF_VERSION)

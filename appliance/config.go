@@ -28,7 +28,7 @@ import (
 type Config struct {
 	SiteID  string `yaml:"site_id" doc:"this site's id, reported by status and put into scripts"`
 	NodeID  string `yaml:"node_id" doc:"this appliance's node id (default: the hostname)"`
-	DataDir string `yaml:"data_dir" doc:"state directory (default: /var/lib/siteboot as root, else ./siteboot-data)"`
+	DataDir string `yaml:"data_dir" doc:"state directory (default: $STATE_DIRECTORY, which systemd's StateDirectory= sets; else /var/lib/siteboot as root, ./siteboot-data otherwise)"`
 	Admin   struct {
 		Socket    string `yaml:"socket" doc:"admin API Unix socket (default: <data_dir>/siteboot.sock)"`
 		Group     string `yaml:"group" doc:"group whose members may use the socket besides root"`
@@ -174,8 +174,16 @@ func DefaultConfig() Config {
 	return c
 }
 
-// DefaultDataDir is /var/lib/siteboot for root, ./siteboot-data otherwise.
+// DefaultDataDir is the directory systemd made for the service
+// (StateDirectory= sets $STATE_DIRECTORY, its first entry is ours), else
+// /var/lib/siteboot for root, ./siteboot-data otherwise. So a unit running
+// as its own user with a config that names no data_dir (a config drive's,
+// an operator's short file) keeps its data where systemd keeps it, not in
+// the read-only working directory.
 func DefaultDataDir() string {
+	if d, _, _ := strings.Cut(os.Getenv("STATE_DIRECTORY"), ":"); filepath.IsAbs(d) {
+		return filepath.Clean(d)
+	}
 	if os.Geteuid() == 0 {
 		return "/var/lib/siteboot"
 	}

@@ -42,9 +42,9 @@ func (o *clientOptions) addFlags(root *cobra.Command) {
 	f := root.PersistentFlags()
 	f.StringVar(&o.socket, "socket", "", "admin socket (env SITEBOOT_SOCKET; default /var/lib/siteboot/siteboot.sock as root, else ./siteboot-data/siteboot.sock)")
 	f.StringVar(&o.server, "server", "", "admin API TCP address with mutual TLS, instead of the socket (env SITEBOOT_SERVER)")
-	f.StringVar(&o.tlsCA, "tls-ca", "", "CA bundle that signed the server's certificate (with --server)")
-	f.StringVar(&o.tlsCert, "tls-cert", "", "client certificate (with --server)")
-	f.StringVar(&o.tlsKey, "tls-key", "", "client key (with --server)")
+	f.StringVar(&o.tlsCA, "tls-ca", "", "CA bundle that signed the server's certificate (with --server; env SITEBOOT_TLS_CA)")
+	f.StringVar(&o.tlsCert, "tls-cert", "", "client certificate (with --server; env SITEBOOT_TLS_CERT)")
+	f.StringVar(&o.tlsKey, "tls-key", "", "client key (with --server; env SITEBOOT_TLS_KEY)")
 	f.StringVarP(&o.output, "output", "o", "table", "output format: table or json (the API response as protojson)")
 	f.DurationVar(&o.timeout, "timeout", 30*time.Second, "how long to wait for the appliance")
 }
@@ -147,6 +147,15 @@ func notReady(conn *grpc.ClientConn, target string, timeout time.Duration) error
 	return status.Errorf(codes.Unavailable, "the appliance at %s did not become ready within %s: %s", target, timeout, st.GetNotReadyReason())
 }
 
+// flagOrEnv is a flag's value, else the environment variable's.
+func (o *clientOptions) flagOrEnv(flag, name string) string {
+	if flag != "" {
+		return flag
+	}
+	v, _ := o.getenv(name)
+	return v
+}
+
 func (o *clientOptions) target() (string, credentials.TransportCredentials, error) {
 	server := o.server
 	if server == "" {
@@ -162,10 +171,11 @@ func (o *clientOptions) target() (string, credentials.TransportCredentials, erro
 		}
 		return "unix://" + path, insecure.NewCredentials(), nil
 	}
-	if o.tlsCA == "" || o.tlsCert == "" || o.tlsKey == "" {
-		return "", nil, errors.New("--server needs --tls-ca, --tls-cert and --tls-key (mutual TLS)")
+	ca, cert, key := o.flagOrEnv(o.tlsCA, "SITEBOOT_TLS_CA"), o.flagOrEnv(o.tlsCert, "SITEBOOT_TLS_CERT"), o.flagOrEnv(o.tlsKey, "SITEBOOT_TLS_KEY")
+	if ca == "" || cert == "" || key == "" {
+		return "", nil, errors.New("--server needs --tls-ca, --tls-cert and --tls-key (mutual TLS; or SITEBOOT_TLS_CA, SITEBOOT_TLS_CERT, SITEBOOT_TLS_KEY)")
 	}
-	conf, err := clientTLS(o.tlsCA, o.tlsCert, o.tlsKey)
+	conf, err := clientTLS(ca, cert, key)
 	if err != nil {
 		return "", nil, err
 	}

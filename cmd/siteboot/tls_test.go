@@ -1,6 +1,8 @@
 package main
 
 import (
+	"bytes"
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
@@ -47,6 +49,16 @@ func TestAdminOverMutualTLS(t *testing.T) {
 		"--tls-cert", writeFile(t, dir, "cli.pem", cliCert), "--tls-key", writeFile(t, dir, "cli.key", cliKey), "status")
 	if !strings.Contains(out, "active=true") {
 		t.Fatalf("status over mTLS: %q", out)
+	}
+
+	// The same from the environment, as a shell profile would set it.
+	env := map[string]string{"SITEBOOT_SERVER": cfg.Admin.TCPListen, "SITEBOOT_TLS_CA": ca,
+		"SITEBOOT_TLS_CERT": writeFile(t, dir, "cli-env.pem", cliCert), "SITEBOOT_TLS_KEY": writeFile(t, dir, "cli-env.key", cliKey)}
+	var envOut, envErr bytes.Buffer
+	root := newRootCmd(&envOut, &envErr, func(k string) (string, bool) { v, ok := env[k]; return v, ok })
+	root.SetArgs([]string{"--socket", "/nonexistent.sock", "status"})
+	if err := root.ExecuteContext(context.Background()); err != nil || !strings.Contains(envOut.String(), "active=true") {
+		t.Fatalf("status with SITEBOOT_SERVER and SITEBOOT_TLS_*: %v %q %q", err, envOut.String(), envErr.String())
 	}
 
 	// Without a client certificate the handshake is refused.
