@@ -27,7 +27,8 @@ type applianceConfig struct {
 }
 
 // appliance is a `siteboot serve` process on a lab host: proc, or a
-// container whose podman writes out.
+// container whose podman writes out; or the appliance VM, reached from
+// host over the admin API's mutual TLS, its log in its serial console.
 type appliance struct {
 	t      *testing.T
 	bin    string
@@ -35,6 +36,12 @@ type appliance struct {
 	proc   *netlab.Process
 	out    *logged
 	socket string
+	// server are the CLI's flags for the admin API over mutual TLS
+	// (--server, --tls-*) when the socket is not a file here (a VM); the
+	// CLI then runs in host's namespace.
+	server []string
+	// journal is a serial console log carrying siteboot's journal (a VM).
+	journal string
 	// base is its HTTP base URL on the lab LAN.
 	base string
 	// http dials from inside the appliance's namespace (for /metrics).
@@ -111,11 +118,16 @@ func dialIn(h *netlab.Host) func(ctx context.Context, network, addr string) (net
 }
 
 // cli runs a siteboot client command against the appliance's socket from
-// the test's own namespace (the socket is a file) and returns its stdout.
+// the test's own namespace (the socket is a file), or over mutual TLS from
+// the host's, and returns its stdout.
 func (a *appliance) cli(ctx context.Context, args ...string) ([]byte, error) {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, a.bin, append([]string{"--socket", a.socket}, args...)...)
+	if a.server != nil {
+		argv := append([]string{"netns", "exec", a.host.NS(), a.bin}, a.server...)
+		cmd = exec.CommandContext(ctx, "ip", append(argv, args...)...)
+	}
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
@@ -149,8 +161,12 @@ func (a *appliance) logs() []logLine { return parseLog(a.output()) }
 
 // output is what siteboot has written so far.
 func (a *appliance) output() string {
-	if a.out != nil {
+	switch {
+	case a.out != nil:
 		return a.out.output()
+	case a.journal != "":
+		b, _ := os.ReadFile(a.journal)
+		return journalOf(string(b), "siteboot")
 	}
 	return a.proc.Output()
 }

@@ -94,8 +94,8 @@ func testBootWithEntry(t *testing.T, tc bootCase) {
 
 // bootWithEntry adds an entry for a new VM's MAC through the CLI, boots the
 // VM with tc's firmware and checks what siteboot, the origin and the
-// site's DHCP server saw of the boot.
-func bootWithEntry(t *testing.T, b *bootLab, tc bootCase) {
+// site's DHCP server saw of the boot. It returns the VM, still running.
+func bootWithEntry(t *testing.T, b *bootLab, tc bootCase) *netlab.VM {
 	ctx, cancel := context.WithTimeout(b.lab.Context(), vmTimeout)
 	defer cancel()
 	mac := netlab.RandomMAC()
@@ -118,6 +118,7 @@ func bootWithEntry(t *testing.T, b *bootLab, tc bootCase) {
 	b.checkBootMetrics(ctx, t, tc)
 	b.checkVMAddress(t, mac.String(), remote)
 	b.reportBootFacts(t, tc, mac.String(), remote, start)
+	return vm
 }
 
 // expected is tc.want completed with the appliance's base URL and the
