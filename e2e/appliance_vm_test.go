@@ -483,9 +483,11 @@ func (img *applianceImage) checkDataDiskFormatted(t *testing.T) {
 }
 
 // checkMutualTLS: the admin API refuses a client certificate from a CA
-// other than admin.tls.client_ca (the CLI fails; the TLS layer says why)
-// and a client without one, while the operator's certificate gets the
-// gRPC server's HTTP/2 preface.
+// other than admin.tls.client_ca and a client without one, while the
+// operator's certificate gets the gRPC server's HTTP/2 preface. (The CLI
+// given the other CA's certificate fails too, but Go's TLS client does not
+// send a certificate of a CA the server does not name, so the CLI's case
+// is the server seeing none.)
 func (img *applianceImage) checkMutualTLS(t *testing.T) {
 	t.Helper()
 	ctx := img.lab.Context()
@@ -501,12 +503,17 @@ func (img *applianceImage) checkMutualTLS(t *testing.T) {
 		t.Errorf("TLS to %s with the operator's certificate: %v; want the server's first bytes", addr, err)
 	}
 	for _, tc := range []struct {
-		name string
-		cert *tls.Certificate
-	}{{"a certificate of another CA", &img.rogue}, {"no certificate", nil}} {
+		name   string
+		cert   *tls.Certificate
+		alerts []string
+	}{
+		// The server verified the chain and refused it.
+		{"a certificate of another CA", &img.rogue, []string{"tls: bad certificate", "tls: unknown certificate authority"}},
+		{"no certificate", nil, []string{"tls: certificate required"}},
+	} {
 		err := img.tlsProbe(ctx, addr, tc.cert)
-		if err == nil || !strings.Contains(err.Error(), "tls:") {
-			t.Errorf("TLS to %s with %s: %v; want a TLS alert", addr, tc.name, err)
+		if err == nil || !slices.ContainsFunc(tc.alerts, func(a string) bool { return strings.Contains(err.Error(), a) }) {
+			t.Errorf("TLS to %s with %s: %v; want the alert %q", addr, tc.name, err, tc.alerts)
 		} else {
 			t.Logf("TLS to %s with %s: %v", addr, tc.name, err)
 		}
@@ -526,7 +533,10 @@ func (img *applianceImage) tlsProbe(ctx context.Context, addr string, cert *tls.
 	}
 	conf := &tls.Config{RootCAs: img.serverCA, ServerName: img.addr.String(), NextProtos: []string{"h2"}, MinVersion: tls.VersionTLS13}
 	if cert != nil {
-		conf.Certificates = []tls.Certificate{*cert}
+		// Sent whatever CAs the server names as acceptable: Go's own
+		// choice would leave out a certificate of another CA, as the CLI
+		// does, and the server would only see none.
+		conf.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return cert, nil }
 	}
 	conn := tls.Client(raw, conf)
 	defer conn.Close()
@@ -687,7 +697,6 @@ func (img *applianceImage) purge(t *testing.T, c *console) {
 	}
 	img.expectSh(t, c, "systemctl show -p LoadState siteboot", "LoadState=not-found", 0)
 	img.expectSh(t, c, "test -e /usr/bin/siteboot", "", 1)
-	img.expectSh(t, c, "dpkg-query -W -f '${db:Status-Status}' siteboot 2>&1", "dpkg-query: no packages found matching siteboot", 1)
 }
 
 // newLabHTTPClient is an HTTP client dialling from inside h's namespace.

@@ -236,12 +236,14 @@ func (c *console) login(ctx context.Context, user, password string) error {
 		return fmt.Errorf("console: login as %s: Login incorrect", user)
 	}
 	// sh, not the login shell: no line editing, no bracketed paste, no
-	// prompt escapes; echo off, so the commands do not come back.
+	// prompt escapes; echo off, so the commands do not come back; a dumb
+	// terminal and no pager, so systemctl and dpkg print plain text.
 	if err := c.send("stty -echo; exec /bin/sh\n"); err != nil {
 		return err
 	}
 	c.seq++
-	if err := c.send(fmt.Sprintf("PS1= PS2=; printf '__R%%s__\\n' %d\n", c.seq)); err != nil {
+	setup := "PS1= PS2=; export TERM=dumb PAGER=cat SYSTEMD_PAGER=cat SYSTEMD_COLORS=0"
+	if err := c.send(fmt.Sprintf("%s; printf '__R%%s__\\n' %d\n", setup, c.seq)); err != nil {
 		return err
 	}
 	return c.within(ctx, consolePrompt, regexp.MustCompile(`__R`+strconv.Itoa(c.seq)+`__\n`))

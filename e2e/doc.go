@@ -56,6 +56,13 @@
 // HEALTHCHECK, takes an entry from the host's CLI through the admin socket
 // on its data volume, and a SeaBIOS VM PXE-boots from it to its script.
 //
+// TestApplianceVM boots the VM image `make appliance` builds under SeaBIOS
+// with a config drive and a blank data disk: it answers the admin API over
+// mutual TLS only to the configured CA's client certificates, a SeaBIOS VM
+// PXE-boots from it, and on its serial console siteboot is the packaged
+// service running as its own user on the data disk; a fresh image keeps the
+// data, and the .deb upgrades and purges in place.
+//
 // The tests need root, QEMU, OVMF, Debian's ipxe package and dnsmasq; they
 // skip without them (and fail instead when SITEBOOT_E2E=require), and they
 // skip under -short. VMs run one at a time.
