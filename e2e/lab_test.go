@@ -65,18 +65,29 @@ func (b *bootLab) startVM(t *testing.T, cfg netlab.VMConfig) (*netlab.VM, time.T
 		if !t.Failed() {
 			return
 		}
-		shot := filepath.Join(os.TempDir(), fmt.Sprintf("sbt-e2e-%s-%s-%d.ppm", b.lab.ID(), cfg.Label, time.Now().Unix()))
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := vm.Screendump(ctx, shot); err != nil {
-			t.Logf("VM %s (%s): screendump failed: %v", cfg.Label, vm.MAC, err)
-		} else {
-			t.Logf("VM %s (%s): screen saved to %s (convert it to PNG to look)", cfg.Label, vm.MAC, shot)
+		select {
+		case <-vm.Done():
+			// Stopped by the test (or crashed: its log says): no screen.
+			t.Logf("VM %s (%s) exited: %v", cfg.Label, vm.MAC, vm.Err())
+		default:
+			screendump(t, vm, b.lab.ID(), cfg.Label)
 		}
 		t.Logf("siteboot's last decisions:\n%s", b.app.logDigest(60))
 		t.Logf("origin requests:\n%s", b.origin.report())
 	})
 	return vm, start
+}
+
+// screendump saves a running VM's screen for a failure report.
+func screendump(t *testing.T, vm *netlab.VM, labID, label string) {
+	shot := filepath.Join(os.TempDir(), fmt.Sprintf("sbt-e2e-%s-%s-%d.ppm", labID, label, time.Now().Unix()))
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := vm.Screendump(ctx, shot); err != nil {
+		t.Logf("VM %s (%s): screendump failed: %v", label, vm.MAC, err)
+	} else {
+		t.Logf("VM %s (%s): screen saved to %s (convert it to PNG to look)", label, vm.MAC, shot)
+	}
 }
 
 // leasedIP returns the address dnsmasq gave mac, from its log.
