@@ -34,7 +34,10 @@ type Result struct {
 	Bytes           int64           `json:"bytes"`
 	DHCP            DHCPStats       `json:"dhcp"`
 	TFTPRetransmits int             `json:"tftp_retransmits"`
-	MachineList     []MachineResult `json:"machine_list"`
+	// ClientCPUS is this generator's own CPU time (user + system): when it
+	// nears ElapsedS × cores, the generator, not the server, sets the pace.
+	ClientCPUS  float64         `json:"client_cpu_s"`
+	MachineList []MachineResult `json:"machine_list"`
 }
 
 // Dist is a distribution of durations in seconds (nearest-rank percentiles).
@@ -159,6 +162,7 @@ func writeTable(w io.Writer, res Result) error {
 	fmt.Fprintf(tw, "dhcp\t%d sent (%d retransmits), %d replies, %d unmatched, %d malformed, %d dropped\n",
 		d.Sent, d.Retransmits, d.Replies, d.Unmatched, d.Malformed, d.Dropped)
 	fmt.Fprintf(tw, "tftp\t%d retransmits\n", res.TFTPRetransmits)
+	fmt.Fprintf(tw, "client cpu\t%.2f s\n", res.ClientCPUS)
 	fmt.Fprintf(tw, "\nstep\tcount\tp50 s\tp99 s\tmax s\n")
 	for _, s := range append(slices.Clone(stepOrder), stepKernelInitrd) {
 		st := res.Steps[s]

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/siteboot/siteboot/bench/internal/proc"
 	"github.com/siteboot/siteboot/bench/internal/pxe"
 )
 
@@ -76,7 +77,7 @@ func runStorm(ctx context.Context, o options, conn net.PacketConn) (Result, erro
 		limit = len(ms)
 	}
 	slots := make(chan struct{}, limit)
-	start := time.Now()
+	cpu0, start := proc.CPU(), time.Now()
 	var wg sync.WaitGroup
 	for i, m := range ms {
 		res := &results[i]
@@ -110,7 +111,9 @@ func runStorm(ctx context.Context, o options, conn net.PacketConn) (Result, erro
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
-	return summarize(o, results, mux.stats(), elapsed), nil
+	res := summarize(o, results, mux.stats(), elapsed)
+	res.ClientCPUS = (proc.CPU() - cpu0).Seconds()
+	return res, nil
 }
 
 func acquire(ctx context.Context, slots chan struct{}) bool {
