@@ -34,13 +34,14 @@ var stepOrder = []string{stepPXEDHCP, stepFirstStage, stepIPXEDHCP, stepScript, 
 const maxChains = 4
 
 var (
-	errBadOffer   = errors.New("unusable offer")
-	errNoKernel   = errors.New("no kernel line")
-	errNoInitrd   = errors.New("no initrd line")
-	errChainLoop  = errors.New("chain loop")
-	errTooDeep    = errors.New("too many chained scripts")
-	errNotIPXE    = errors.New("not an iPXE script")
-	errRunTimeout = errors.New("run timeout")
+	errBadOffer       = errors.New("unusable offer")
+	errNoKernel       = errors.New("no kernel line")
+	errNoInitrd       = errors.New("no initrd line")
+	errChainLoop      = errors.New("chain loop")
+	errTooDeep        = errors.New("too many chained scripts")
+	errNotIPXE        = errors.New("not an iPXE script")
+	errRunTimeout     = errors.New("run timeout")
+	errMachineTimeout = errors.New("machine timeout")
 )
 
 // MachineResult is one machine's boot.
@@ -155,6 +156,9 @@ func (b *booter) firstStage(ctx context.Context, offer pxe.Reply) error {
 		if !isHTTPURL(offer.BootFile) {
 			return fmt.Errorf("%w: HTTP boot offer's boot file %q is not an http URL", errBadOffer, clip(offer.BootFile))
 		}
+		// The firmware's connection ends when the first stage starts; iPXE
+		// opens its own.
+		defer b.client.CloseIdleConnections()
 		return b.download(ctx, offer.BootFile, "")
 	}
 	server := offer.Siaddr
@@ -257,7 +261,7 @@ func classify(err error) string {
 	switch {
 	case errors.Is(err, errRunTimeout):
 		return "run-timeout"
-	case errors.Is(err, context.DeadlineExceeded):
+	case errors.Is(err, errMachineTimeout), errors.Is(err, context.DeadlineExceeded):
 		return "machine-timeout"
 	case errors.Is(err, context.Canceled):
 		return "canceled"

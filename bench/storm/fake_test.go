@@ -158,7 +158,8 @@ func (s *fakeSite) serveTFTP() {
 		s.mu.Lock()
 		s.tftpSrcs[from.(*net.UDPAddr).IP.String()]++
 		s.mu.Unlock()
-		s.wg.Go(func() { s.transfer(string(fields[0]), opts, from.(*net.UDPAddr)) })
+		name := string(fields[0]) // before buf is read into again
+		s.wg.Go(func() { s.transfer(name, opts, from.(*net.UDPAddr)) })
 	}
 }
 

@@ -99,11 +99,12 @@ func runStorm(ctx context.Context, o options, conn net.PacketConn) (Result, erro
 			defer func() { <-slots }()
 			t0 := time.Now()
 			res.StartS = t0.Sub(start).Seconds()
-			mctx, mcancel := context.WithTimeout(ctx, o.MachineTimeout)
+			mctx, mcancel := context.WithTimeoutCause(ctx, o.MachineTimeout, errMachineTimeout)
 			b.run(mctx)
-			if !res.Done && ctx.Err() != nil {
-				// The run's own deadline, not the machine's.
-				res.Reason = classify(context.Cause(ctx))
+			if !res.Done && mctx.Err() != nil {
+				// The step saw only "context deadline exceeded": name whose
+				// deadline it was, the machine's or the run's.
+				res.Reason = classify(context.Cause(mctx))
 			}
 			mcancel()
 			res.TotalS = time.Since(t0).Seconds()

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"go.uber.org/goleak"
@@ -157,6 +158,7 @@ func TestStormRecordsFailureStepAndReason(t *testing.T) {
 	tests := []struct {
 		name   string
 		faults faults
+		opts   func(*options)
 		step   string
 		reason string
 		inErr  string
@@ -166,11 +168,20 @@ func TestStormRecordsFailureStepAndReason(t *testing.T) {
 		{name: "no offer to iPXE", faults: faults{NoIPXEOffer: true}, step: stepIPXEDHCP, reason: "no-offer", inErr: "after 4 DISCOVERs"},
 		{name: "script without kernel line", faults: faults{NoKernelLine: true}, step: stepScript, reason: "chain-loop", inErr: "is not registered"},
 		{name: "initrd shorter than Content-Length", faults: faults{ShortInitrd: true}, step: stepInitrd, reason: "short-body"},
+		{name: "initrd digest", opts: func(o *options) { o.InitrdSHA256 = strings.Repeat("0", 64) }, step: stepInitrd, reason: "sha256-mismatch"},
+		{name: "machine deadline while iPXE waits for an offer", faults: faults{NoIPXEOffer: true},
+			opts: func(o *options) { o.MachineTimeout = 100 * time.Millisecond }, step: stepIPXEDHCP, reason: "machine-timeout"},
+		{name: "run deadline while iPXE waits for an offer", faults: faults{NoIPXEOffer: true},
+			opts: func(o *options) { o.Timeout, o.Window = 300*time.Millisecond, 0 }, step: stepIPXEDHCP, reason: "run-timeout"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			site := startFakeSite(t, tc.faults)
-			res := storm(t, site.options(4))
+			o := site.options(4)
+			if tc.opts != nil {
+				tc.opts(&o)
+			}
+			res := storm(t, o)
 			if res.Done != 0 || len(res.Failures) != 1 {
 				t.Fatalf("done %d, failures %+v; want every machine failed one way", res.Done, res.Failures)
 			}
