@@ -154,8 +154,8 @@ func resolve(base *url.URL, ref string) (string, error) {
 	if base != nil {
 		u = base.ResolveReference(u)
 	}
-	if u.Scheme != "http" && u.Scheme != "https" {
-		return "", fmt.Errorf("image URI %q: want http(s)", clip(ref))
+	if u.Scheme != "http" && u.Scheme != "https" || u.Host == "" {
+		return "", fmt.Errorf("image URI %q: want an http(s) URL with a host", clip(ref))
 	}
 	return u.String(), nil
 }
