@@ -163,10 +163,10 @@ func writeTable(w io.Writer, res Result) error {
 		d.Sent, d.Retransmits, d.Replies, d.Unmatched, d.Malformed, d.Dropped)
 	fmt.Fprintf(tw, "tftp\t%d retransmits\n", res.TFTPRetransmits)
 	fmt.Fprintf(tw, "client cpu\t%.2f s\n", res.ClientCPUS)
-	fmt.Fprintf(tw, "\nstep\tcount\tp50 s\tp99 s\tmax s\n")
+	fmt.Fprintf(tw, "\nstep\tcount\tp50 ms\tp99 ms\tmax ms\n")
 	for _, s := range append(slices.Clone(stepOrder), stepKernelInitrd) {
 		st := res.Steps[s]
-		fmt.Fprintf(tw, "%s\t%d\t%.3f\t%.3f\t%.3f\n", s, st.Count, st.P50, st.P99, st.Max)
+		fmt.Fprintf(tw, "%s\t%d\t%.1f\t%.1f\t%.1f\n", s, st.Count, 1e3*st.P50, 1e3*st.P99, 1e3*st.Max)
 	}
 	if len(res.Failures) > 0 {
 		fmt.Fprintf(tw, "\nfailed at\treason\tmachines\texample\n")

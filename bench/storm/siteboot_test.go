@@ -157,8 +157,11 @@ func TestAgainstSiteboot(t *testing.T) {
 				t.Errorf("machine %d: %+v", m.Index, m)
 			}
 		}
-		t.Logf("%d machines in %.3f s, per machine p50 %.3f s p99 %.3f s; steps %+v", res.Done, res.CompletionS,
-			res.PerMachine.P50, res.PerMachine.P99, res.Steps)
+		var table strings.Builder
+		if err := writeTable(&table, res); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("storm against siteboot:\n%s", table.String())
 	})
 
 	t.Run("machines without an entry get no offer", func(t *testing.T) {
