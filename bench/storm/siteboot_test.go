@@ -37,7 +37,7 @@ func buildBinary(t *testing.T, dir, pkg string) string {
 // machine's UUID, so the boot also shows that option 97 and ${uuid} carry
 // what siteboot expects. Machines it has no entry for must fail at the
 // first DHCP step. storm runs as a process in a client namespace, from
-// five addresses of its own.
+// five addresses of its own. Two more machines UEFI-HTTP-boot.
 func TestAgainstSiteboot(t *testing.T) {
 	netlab.Require(t, netlab.Needs{Files: []string{"/usr/lib/ipxe/undionly.kpxe", "/usr/lib/ipxe/ipxe.efi"}})
 	l := netlab.New(t, netlab.Config{CommandTimeout: 2 * time.Minute})
@@ -115,6 +115,15 @@ func TestAgainstSiteboot(t *testing.T) {
 		arch := map[string]string{"bios": "bios", "uefi": "x86_64-efi"}[f[2]]
 		sb("entry", "add", "--node-id", fmt.Sprintf("node-%02d", i), "--mac", f[0], "--uuid", f[1], "--arch", arch)
 	}
+	httpBoot := []string{"-n", "2", "-mac-prefix", "02:5e", "-bios", "0", "-uefi-http"}
+	list, err = cli.Run(ctx, stormBin, append(httpBoot, "-print-machines")...)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, list)
+	}
+	for i, line := range strings.Split(strings.TrimSpace(string(list)), "\n") {
+		f := strings.Split(line, "\t")
+		sb("entry", "add", "--node-id", fmt.Sprintf("http-%02d", i), "--mac", f[0], "--arch", "x86_64-efi-http")
+	}
 	// Five addresses of the client's own, four machines each: real
 	// machines each have an address, and siteboot's TFTP bounds the
 	// transfers of one address.
@@ -162,6 +171,20 @@ func TestAgainstSiteboot(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Logf("storm against siteboot:\n%s", table.String())
+	})
+
+	t.Run("UEFI HTTP boot", func(t *testing.T) {
+		res := stormRun(append(httpBoot, "-window", "0s", "-timescale", "0.1", "-machine-timeout", "60s")...)
+		want := outcome{Machines: 2, Done: 2, UEFIHTTP: 2, StepCounts: allSteps(2)}
+		if diff := cmp.Diff(want, outcomeOf(res)); diff != "" {
+			t.Fatalf("outcome (-want +got):\n%s\nfailures: %+v", diff, res.Failures)
+		}
+		for _, m := range res.MachineList {
+			if m.BootFile != "http://"+addr+":8080/boot/ipxe.efi" || m.TFTPRetransmits != 0 ||
+				m.Bytes != fileSize(t, "/usr/lib/ipxe/ipxe.efi")+int64(len(kernel)+len(initrd)) {
+				t.Errorf("machine %d: %+v", m.Index, m)
+			}
+		}
 	})
 
 	t.Run("machines without an entry get no offer", func(t *testing.T) {
