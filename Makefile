@@ -98,3 +98,17 @@ fuzz: ## a short run of every fuzz target (FUZZTIME each)
 
 clean:
 	rm -rf siteboot $(BIN) dist
+
+# A release: make's three artefacts (deb, container, appliance), the SBOM of
+# the binary and SHA256SUMS, all in $(DIST); packaging/release says which
+# files ship and why. The SBOM tool is pinned like the generators.
+# appliance is phony here as well: make would take the directory appliance/
+# for it, always up to date, and never run its recipe.
+CYCLONEDX_GOMOD_VERSION := v1.10.0
+.PHONY: release appliance
+
+$(BIN)/cyclonedx-gomod:
+	GOBIN=$(BIN) $(GO) install github.com/CycloneDX/cyclonedx-gomod/cmd/cyclonedx-gomod@$(CYCLONEDX_GOMOD_VERSION)
+
+release: deb container appliance $(BIN)/cyclonedx-gomod ## deb, container, appliance, dist/siteboot-VERSION.cdx.json (SBOM), dist/SHA256SUMS
+	CYCLONEDX_GOMOD=$(BIN)/cyclonedx-gomod ./packaging/release $(DIST) $(VERSION) $(CONTAINER_TAG) $(DEB_VERSION)

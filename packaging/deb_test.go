@@ -199,3 +199,32 @@ func readFile(t *testing.T, p string) string {
 	}
 	return string(b)
 }
+
+// Purge with /var/lib/siteboot a mount point (the appliance image's data
+// disk, any dedicated volume) succeeds: it empties the directory and leaves
+// the mount point, where rm -rf of a mounted directory failed the purge.
+func TestDebPurgeDataDirMountPoint(t *testing.T) {
+	requireTools(t)
+	work := t.TempDir()
+	deb := buildDeb(t, work, "0.0.1~test1", "test-1")
+	d := &debian{dir: filepath.Join(work, "root")}
+	cachedRoot(t, d.dir)
+	if out, err := exec.Command("cp", deb, d.path("tmp")).CombinedOutput(); err != nil {
+		t.Fatalf("cp: %v %s", err, out)
+	}
+	d.run(t, "dpkg", "-i", "/tmp/"+filepath.Base(deb))
+	// One private mount namespace for the mount and the purge.
+	out := d.run(t, "sh", "-c", `set -e
+mount -t tmpfs data /var/lib/siteboot
+mkdir /var/lib/siteboot/raft /var/lib/siteboot/.hidden
+echo state >/var/lib/siteboot/raft/raft.db
+dpkg --purge siteboot
+mountpoint -q /var/lib/siteboot || { echo "the mount point went away"; exit 1; }
+left=$(ls -A /var/lib/siteboot)
+[ -z "$left" ] || { echo "left after purge: $left"; exit 1; }
+echo purged`)
+	if !strings.Contains(out, "purged") {
+		t.Fatalf("purge with a mounted data dir:\n%s", out)
+	}
+	d.fails(t, "dpkg-query", "-W", "siteboot")
+}

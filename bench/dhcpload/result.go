@@ -36,7 +36,7 @@ func (s *receiverStats) account(rep reply, from net.Addr) bool {
 	}
 	st.Replies++
 	switch {
-	case rep.isProxyOffer():
+	case rep.IsProxyOffer():
 		st.ProxyOffers++
 		return true
 	case rep.MsgType == msgOffer:

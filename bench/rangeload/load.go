@@ -10,6 +10,8 @@ import (
 	"os"
 	"sync"
 	"time"
+
+	"github.com/siteboot/siteboot/bench/internal/proc"
 )
 
 // maxErrorsKept is how many error messages a run keeps for its report.
@@ -68,7 +70,7 @@ func runLoad(ctx context.Context, o options, client *http.Client) (Result, error
 		seed = rand.Uint64()
 	}
 	stats := make([]clientStats, o.Clients)
-	cpu0, start := processCPU(), time.Now()
+	cpu0, start := proc.CPU(), time.Now()
 	end := start.Add(o.Duration)
 	var wg sync.WaitGroup
 	for i := range o.Clients {
@@ -80,7 +82,7 @@ func runLoad(ctx context.Context, o options, client *http.Client) (Result, error
 		wg.Go(func() { c.loop(ctx, end) })
 	}
 	wg.Wait()
-	elapsed, cpu := time.Since(start), processCPU()-cpu0
+	elapsed, cpu := time.Since(start), proc.CPU()-cpu0
 	client.CloseIdleConnections()
 	res := summarize(o, size, elapsed, stats)
 	res.ClientCPUS = cpu.Seconds()

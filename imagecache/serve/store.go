@@ -6,7 +6,8 @@ import "os"
 type Blob struct {
 	// File is the blob, at offset 0. The response closes it.
 	File *os.File
-	// Size is the verified size; a file of another size is not served.
+	// Size is the verified size. Acquire returns a file it checked is
+	// still the one verified (size included); the fast path relies on it.
 	Size int64
 	// Release ends the read: eviction waits for it. Call it once, after
 	// the response.

@@ -1,4 +1,4 @@
-package main
+package pxe
 
 import (
 	"context"
@@ -10,18 +10,18 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// listenConfig sets what a DHCP client socket needs: SO_REUSEADDR (share
+// ListenConfig sets what a DHCP client socket needs: SO_REUSEADDR (share
 // :68), SO_BROADCAST (send to 255.255.255.255), a large receive buffer
 // (bursts of offers) and, when iface is set, SO_BINDTODEVICE.
-func listenConfig(iface string) *net.ListenConfig {
+func ListenConfig(iface string) *net.ListenConfig {
 	return &net.ListenConfig{Control: func(_, _ string, c syscall.RawConn) error {
 		var serr error
-		err := c.Control(func(fd uintptr) { serr = setSockopts(int(fd), iface) })
+		err := c.Control(func(fd uintptr) { serr = SetSockopts(int(fd), iface) })
 		return errors.Join(err, serr)
 	}}
 }
 
-func setSockopts(fd int, iface string) error {
+func SetSockopts(fd int, iface string) error {
 	if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_REUSEADDR, 1); err != nil {
 		return fmt.Errorf("SO_REUSEADDR: %w", err)
 	}
@@ -40,9 +40,9 @@ func setSockopts(fd int, iface string) error {
 	return nil
 }
 
-// openSocket binds the client socket at addr (usually 0.0.0.0:68).
-func openSocket(ctx context.Context, addr, iface string) (net.PacketConn, error) {
-	pc, err := listenConfig(iface).ListenPacket(ctx, "udp4", addr)
+// OpenSocket binds the client socket at addr (usually 0.0.0.0:68).
+func OpenSocket(ctx context.Context, addr, iface string) (net.PacketConn, error) {
+	pc, err := ListenConfig(iface).ListenPacket(ctx, "udp4", addr)
 	if err != nil {
 		return nil, fmt.Errorf("listen %s: %w", addr, err)
 	}

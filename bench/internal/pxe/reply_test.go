@@ -1,4 +1,4 @@
-package main
+package pxe
 
 import (
 	"net"
@@ -33,37 +33,66 @@ func TestParseReply(t *testing.T) {
 	sid := dhcpv4.WithOption(dhcpv4.OptServerIdentifier(net.IPv4(10, 99, 1, 2)))
 	pxe := dhcpv4.WithOption(dhcpv4.OptClassIdentifier("PXEClient"))
 	proxy := offer(t, net.IPv4zero, sid, pxe)
+	srv := netip.MustParseAddr("10.99.1.2")
+	withFile := offer(t, net.IPv4zero, sid, pxe, dhcpv4.WithOption(dhcpv4.OptBootFileName("undionly.kpxe\x00")),
+		dhcpv4.WithOption(dhcpv4.OptTFTPServerName("10.99.1.3")))
+	fileField := offer(t, net.IPv4zero, sid, pxe)
+	copy(fileField[108:], "ipxe.efi")
+	httpOffer := offer(t, net.IPv4zero, sid, dhcpv4.WithOption(dhcpv4.OptClassIdentifier("HTTPClient")),
+		dhcpv4.WithOption(dhcpv4.OptBootFileName("http://10.99.1.2:8080/boot/ipxe.efi")))
 	tests := []struct {
 		name      string
 		pkt       []byte
-		want      reply
+		want      Reply
 		wantProxy bool
+		wantHTTP  bool
 		wantErr   bool
 	}{
 		{
 			name: "proxy offer",
 			pkt:  proxy,
-			want: reply{XID: 0x01020304, MsgType: msgOffer, Yiaddr: netip.IPv4Unspecified(),
+			want: Reply{XID: 0x01020304, MsgType: MsgOffer, Yiaddr: netip.IPv4Unspecified(), Siaddr: srv,
 				ServerID: netip.MustParseAddr("10.99.1.2"), VendorClass: "PXEClient", CHAddr: [6]byte(testMAC)},
 			wantProxy: true,
 		},
 		{
 			name: "plain offer",
 			pkt:  offer(t, net.IPv4(10, 99, 1, 150), sid),
-			want: reply{XID: 0x01020304, MsgType: msgOffer, Yiaddr: netip.MustParseAddr("10.99.1.150"),
+			want: Reply{XID: 0x01020304, MsgType: MsgOffer, Yiaddr: netip.MustParseAddr("10.99.1.150"), Siaddr: srv,
 				ServerID: netip.MustParseAddr("10.99.1.2"), CHAddr: [6]byte(testMAC)},
 		},
 		{
 			name: "offer with an address and PXEClient is not a proxy offer",
 			pkt:  offer(t, net.IPv4(10, 99, 1, 150), pxe),
-			want: reply{XID: 0x01020304, MsgType: msgOffer, Yiaddr: netip.MustParseAddr("10.99.1.150"),
+			want: Reply{XID: 0x01020304, MsgType: MsgOffer, Yiaddr: netip.MustParseAddr("10.99.1.150"), Siaddr: srv,
 				VendorClass: "PXEClient", CHAddr: [6]byte(testMAC)},
 		},
 		{
 			name: "ack",
 			pkt:  offer(t, net.IPv4zero, pxe, dhcpv4.WithMessageType(dhcpv4.MessageTypeAck)),
-			want: reply{XID: 0x01020304, MsgType: 5, Yiaddr: netip.IPv4Unspecified(),
+			want: Reply{XID: 0x01020304, MsgType: 5, Yiaddr: netip.IPv4Unspecified(), Siaddr: srv,
 				VendorClass: "PXEClient", CHAddr: [6]byte(testMAC)},
+		},
+		{
+			name: "option 67 wins over the file field, NUL trimmed; option 66",
+			pkt:  withFile,
+			want: Reply{XID: 0x01020304, MsgType: MsgOffer, Yiaddr: netip.IPv4Unspecified(), Siaddr: srv,
+				ServerID: srv, VendorClass: "PXEClient", CHAddr: [6]byte(testMAC), BootFile: "undionly.kpxe", TFTPServer: "10.99.1.3"},
+			wantProxy: true,
+		},
+		{
+			name: "boot file from the BOOTP file field",
+			pkt:  fileField,
+			want: Reply{XID: 0x01020304, MsgType: MsgOffer, Yiaddr: netip.IPv4Unspecified(), Siaddr: srv,
+				ServerID: srv, VendorClass: "PXEClient", CHAddr: [6]byte(testMAC), BootFile: "ipxe.efi"},
+			wantProxy: true,
+		},
+		{
+			name: "HTTPClient offer is an HTTP proxy offer, not a PXE one",
+			pkt:  httpOffer,
+			want: Reply{XID: 0x01020304, MsgType: MsgOffer, Yiaddr: netip.IPv4Unspecified(), Siaddr: srv,
+				ServerID: srv, VendorClass: "HTTPClient", CHAddr: [6]byte(testMAC), BootFile: "http://10.99.1.2:8080/boot/ipxe.efi"},
+			wantHTTP: true,
 		},
 		{name: "truncated header", pkt: proxy[:100], wantErr: true},
 		{name: "request op", pkt: append([]byte{1}, proxy[1:]...), wantErr: true},
@@ -73,18 +102,21 @@ func TestParseReply(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := parseReply(tc.pkt)
+			got, err := ParseReply(tc.pkt)
 			if (err != nil) != tc.wantErr {
-				t.Fatalf("parseReply() error = %v, wantErr %v", err, tc.wantErr)
+				t.Fatalf("ParseReply() error = %v, wantErr %v", err, tc.wantErr)
 			}
 			if tc.wantErr {
 				return
 			}
 			if diff := cmp.Diff(tc.want, got, cmp.Comparer(func(a, b netip.Addr) bool { return a == b })); diff != "" {
-				t.Errorf("parseReply() mismatch (-want +got):\n%s", diff)
+				t.Errorf("ParseReply() mismatch (-want +got):\n%s", diff)
 			}
-			if got.isProxyOffer() != tc.wantProxy {
-				t.Errorf("isProxyOffer() = %v, want %v", got.isProxyOffer(), tc.wantProxy)
+			if got.IsProxyOffer() != tc.wantProxy {
+				t.Errorf("IsProxyOffer() = %v, want %v", got.IsProxyOffer(), tc.wantProxy)
+			}
+			if got.IsHTTPProxyOffer() != tc.wantHTTP {
+				t.Errorf("IsHTTPProxyOffer() = %v, want %v", got.IsHTTPProxyOffer(), tc.wantHTTP)
 			}
 		})
 	}
@@ -103,7 +135,7 @@ func FuzzParseReply(f *testing.F) {
 	f.Add(offer(f, net.IPv4(10, 0, 0, 9)))
 	f.Add([]byte{2})
 	f.Fuzz(func(t *testing.T, b []byte) {
-		r, err := parseReply(b)
+		r, err := ParseReply(b)
 		if err != nil {
 			return
 		}

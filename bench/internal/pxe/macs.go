@@ -1,4 +1,4 @@
-package main
+package pxe
 
 import (
 	"bufio"
@@ -10,19 +10,19 @@ import (
 	"strings"
 )
 
-// maxMACs bounds how many client addresses one run uses.
-const maxMACs = 1 << 20
+// MaxMACs bounds how many client addresses one run uses.
+const MaxMACs = 1 << 20
 
-// generateMACs returns count addresses: prefix (1-5 bytes, for example
+// GenerateMACs returns count addresses: prefix (1-5 bytes, for example
 // 02:5b) followed by the index big-endian in the remaining bytes, so the
 // same flags always produce the same list.
-func generateMACs(prefix string, count int) ([]net.HardwareAddr, error) {
+func GenerateMACs(prefix string, count int) ([]net.HardwareAddr, error) {
 	p, err := parsePrefix(prefix)
 	if err != nil {
 		return nil, err
 	}
-	if count < 1 || count > maxMACs {
-		return nil, fmt.Errorf("mac count %d: want 1..%d", count, maxMACs)
+	if count < 1 || count > MaxMACs {
+		return nil, fmt.Errorf("mac count %d: want 1..%d", count, MaxMACs)
 	}
 	free := 6 - len(p)
 	if free < 4 && uint64(count) > uint64(1)<<(8*free) {
@@ -56,9 +56,9 @@ func parsePrefix(s string) ([]byte, error) {
 	return b, nil
 }
 
-// parseMACs reads one MAC per line; blank lines and lines starting with #
+// ParseMACs reads one MAC per line; blank lines and lines starting with #
 // are skipped. It refuses anything else that is not a 6-byte MAC.
-func parseMACs(r io.Reader) ([]net.HardwareAddr, error) {
+func ParseMACs(r io.Reader) ([]net.HardwareAddr, error) {
 	var macs []net.HardwareAddr
 	sc := bufio.NewScanner(r)
 	for line := 1; sc.Scan(); line++ {
@@ -70,8 +70,8 @@ func parseMACs(r io.Reader) ([]net.HardwareAddr, error) {
 		if err != nil || len(m) != 6 {
 			return nil, fmt.Errorf("mac file line %d: %q is not a 6-byte MAC", line, truncate(s, 40))
 		}
-		if len(macs) == maxMACs {
-			return nil, fmt.Errorf("mac file: more than %d addresses", maxMACs)
+		if len(macs) == MaxMACs {
+			return nil, fmt.Errorf("mac file: more than %d addresses", MaxMACs)
 		}
 		macs = append(macs, m)
 	}

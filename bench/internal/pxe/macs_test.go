@@ -1,4 +1,4 @@
-package main
+package pxe
 
 import (
 	"net"
@@ -34,9 +34,9 @@ func TestGenerateMACs(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := generateMACs(tc.prefix, tc.count)
+			got, err := GenerateMACs(tc.prefix, tc.count)
 			if (err != nil) != tc.wantErr {
-				t.Fatalf("generateMACs() error = %v, wantErr %v", err, tc.wantErr)
+				t.Fatalf("GenerateMACs() error = %v, wantErr %v", err, tc.wantErr)
 			}
 			if tc.wantErr {
 				return
@@ -70,12 +70,12 @@ func TestParseMACs(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := parseMACs(strings.NewReader(tc.in))
+			got, err := ParseMACs(strings.NewReader(tc.in))
 			if (err != nil) != tc.wantErr {
-				t.Fatalf("parseMACs() error = %v, wantErr %v", err, tc.wantErr)
+				t.Fatalf("ParseMACs() error = %v, wantErr %v", err, tc.wantErr)
 			}
 			if diff := cmp.Diff(tc.want, macStrings(got), cmp.Comparer(func(a, b []string) bool { return len(a)+len(b) == 0 || cmp.Equal(a, b) })); diff != "" {
-				t.Errorf("parseMACs() mismatch (-want +got):\n%s", diff)
+				t.Errorf("ParseMACs() mismatch (-want +got):\n%s", diff)
 			}
 		})
 	}
@@ -86,7 +86,7 @@ func FuzzParseMACs(f *testing.F) {
 	f.Add("02:5b:00:00:00:01\n# c\n02-5b-00-00-00-02\n")
 	f.Add("\x00\xff\n::::\n")
 	f.Fuzz(func(t *testing.T, in string) {
-		macs, err := parseMACs(strings.NewReader(in))
+		macs, err := ParseMACs(strings.NewReader(in))
 		if err != nil {
 			return
 		}

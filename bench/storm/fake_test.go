@@ -1,0 +1,291 @@
+package main
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/insomniacslk/dhcp/dhcpv4"
+)
+
+// fakeSite is a boot server on loopback, written for these tests so that
+// each step can be made to fail: a proxyDHCP that answers on the port it
+// was asked on (the 4011 behaviour), a lock-step TFTP server and an HTTP
+// server with /boot.ipxe, /ipxe, a kernel and an initrd.
+type fakeSite struct {
+	faults faults
+
+	dhcp   net.PacketConn
+	tftp   net.PacketConn
+	http   *httptest.Server
+	wg     sync.WaitGroup
+	files  map[string][]byte
+	kernel []byte
+	initrd []byte
+
+	mu         sync.Mutex
+	discovers  map[string][]discoverSeen // by MAC
+	tftpSrcs   map[string]int            // transfer source IPs
+	ipxeQuery  []string                  // /ipxe query strings
+	ackDropped int
+}
+
+type discoverSeen struct {
+	Class, UserClass string
+	Arch             uint16
+	UUID             []byte
+}
+
+// faults make the fake site misbehave.
+type faults struct {
+	DropDiscovers   int  // ignore the first n DISCOVERs of every MAC
+	DropACKsAfter   int  // ignore every ACK of a block >= this (0: none)
+	DropFirstACK    bool // ignore the first ACK 1 of each transfer once
+	WrongTSize      bool // announce one byte more than the file has
+	NoKernelLine    bool // /ipxe answers a script without kernel (as for an unknown machine)
+	ShortInitrd     bool // the initrd's body ends before its Content-Length
+	NoIPXEOffer     bool // iPXE's DISCOVERs get no answer
+	WantSrcPrefix   string
+	RequireIPXEVars bool // /ipxe refuses a query without mac, uuid, buildarch, platform
+}
+
+func startFakeSite(t *testing.T, f faults) *fakeSite {
+	t.Helper()
+	s := &fakeSite{faults: f, discovers: map[string][]discoverSeen{}, tftpSrcs: map[string]int{},
+		files:  map[string][]byte{"undionly.kpxe": blob(70_000+3, 1), "ipxe.efi": blob(1468*3, 2)},
+		kernel: blob(300_000, 3), initrd: blob(1_000_000, 4)}
+	var err error
+	if s.dhcp, err = net.ListenPacket("udp4", "127.0.0.1:0"); err != nil {
+		t.Fatal(err)
+	}
+	if s.tftp, err = net.ListenPacket("udp4", "127.0.0.1:0"); err != nil {
+		t.Fatal(err)
+	}
+	s.http = httptest.NewServer(http.HandlerFunc(s.serveHTTP))
+	s.wg.Go(s.serveDHCP)
+	s.wg.Go(s.serveTFTP)
+	t.Cleanup(func() {
+		s.http.Close()
+		s.dhcp.Close()
+		s.tftp.Close()
+		s.wg.Wait()
+	})
+	return s
+}
+
+func blob(n int, seed byte) []byte {
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = byte(i*7) ^ seed
+	}
+	return b
+}
+
+func (s *fakeSite) base() string { return s.http.URL }
+
+func (s *fakeSite) serveDHCP() {
+	buf := make([]byte, 1500)
+	for {
+		n, from, err := s.dhcp.ReadFrom(buf)
+		if err != nil {
+			return
+		}
+		req, err := dhcpv4.FromBytes(buf[:n])
+		if err != nil || req.MessageType() != dhcpv4.MessageTypeDiscover {
+			continue
+		}
+		seen := discoverSeen{Class: req.ClassIdentifier(), UserClass: string(req.Options.Get(dhcpv4.OptionUserClassInformation)),
+			UUID: req.Options.Get(dhcpv4.OptionClientMachineIdentifier)}
+		if a := req.Options.Get(dhcpv4.OptionClientSystemArchitectureType); len(a) == 2 {
+			seen.Arch = binary.BigEndian.Uint16(a)
+		}
+		mac := req.ClientHWAddr.String()
+		s.mu.Lock()
+		s.discovers[mac] = append(s.discovers[mac], seen)
+		count := len(s.discovers[mac])
+		s.mu.Unlock()
+		ipxe := seen.UserClass == "iPXE"
+		if count <= s.faults.DropDiscovers || (ipxe && s.faults.NoIPXEOffer) {
+			continue
+		}
+		class, file := "PXEClient", "ipxe.efi"
+		switch {
+		case ipxe:
+			file = s.base() + "/boot.ipxe"
+		case strings.HasPrefix(seen.Class, "HTTPClient"):
+			class, file = "HTTPClient", s.base()+"/boot/ipxe.efi"
+		case seen.Arch == 0:
+			file = "undionly.kpxe"
+		}
+		rep, err := dhcpv4.NewReplyFromRequest(req,
+			dhcpv4.WithMessageType(dhcpv4.MessageTypeOffer),
+			dhcpv4.WithServerIP(net.IPv4(127, 0, 0, 1)),
+			dhcpv4.WithOption(dhcpv4.OptClassIdentifier(class)),
+			dhcpv4.WithOption(dhcpv4.OptServerIdentifier(net.IPv4(127, 0, 0, 1))),
+			dhcpv4.WithOption(dhcpv4.OptBootFileName(file)))
+		if err != nil {
+			continue
+		}
+		_, _ = s.dhcp.WriteTo(rep.ToBytes(), from)
+	}
+}
+
+func (s *fakeSite) tftpPort() int { return s.tftp.LocalAddr().(*net.UDPAddr).Port }
+
+func (s *fakeSite) serveTFTP() {
+	buf := make([]byte, 1500)
+	for {
+		n, from, err := s.tftp.ReadFrom(buf)
+		if err != nil {
+			return
+		}
+		if n < 4 || binary.BigEndian.Uint16(buf) != opRRQ {
+			continue
+		}
+		fields := bytes.Split(buf[2:n-1], []byte{0})
+		opts := map[string]string{}
+		for i := 2; i+1 < len(fields); i += 2 {
+			opts[string(fields[i])] = string(fields[i+1])
+		}
+		s.mu.Lock()
+		s.tftpSrcs[from.(*net.UDPAddr).IP.String()]++
+		s.mu.Unlock()
+		name := string(fields[0]) // before buf is read into again
+		s.wg.Go(func() { s.transfer(name, opts, from.(*net.UDPAddr)) })
+	}
+}
+
+// transfer sends one file lock-step from its own port, retransmitting
+// each packet every 50 ms up to 5 times, as a TFTP server does.
+func (s *fakeSite) transfer(name string, opts map[string]string, to *net.UDPAddr) {
+	conn, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		return
+	}
+	defer conn.Close()
+	data, ok := s.files[name]
+	if !ok {
+		_, _ = conn.WriteToUDP(buildError(1, "file not found"), to)
+		return
+	}
+	blk := 512
+	if v, err := strconv.Atoi(opts["blksize"]); err == nil && v >= 512 {
+		blk = min(v, 1468)
+	}
+	tsize := len(data)
+	if s.faults.WrongTSize {
+		tsize++
+	}
+	oack := []byte{0, opOACK}
+	oack = append(oack, fmt.Sprintf("blksize\x00%d\x00tsize\x00%d\x00", blk, tsize)...)
+	pkt, want := oack, uint16(0)
+	droppedFirst := false
+	rbuf := make([]byte, 1500)
+	for block := 0; ; {
+		acked := false
+		for try := 0; try < 5 && !acked; try++ {
+			_, _ = conn.WriteToUDP(pkt, to)
+			_ = conn.SetReadDeadline(time.Now().Add(50 * time.Millisecond))
+			for {
+				n, _, err := conn.ReadFromUDP(rbuf)
+				if err != nil {
+					break
+				}
+				if n < 4 {
+					continue
+				}
+				op, num := binary.BigEndian.Uint16(rbuf), binary.BigEndian.Uint16(rbuf[2:])
+				if op == opERROR {
+					return // the client's tsize probe ends here
+				}
+				if op != opACK || num != want {
+					continue
+				}
+				if s.faults.DropACKsAfter > 0 && int(num) >= s.faults.DropACKsAfter ||
+					s.faults.DropFirstACK && num == 1 && !droppedFirst {
+					droppedFirst = true
+					s.mu.Lock()
+					s.ackDropped++
+					s.mu.Unlock()
+					continue
+				}
+				acked = true
+				break
+			}
+		}
+		if !acked {
+			return
+		}
+		off := block * blk
+		if off > len(data) {
+			return // the last, short block was acknowledged
+		}
+		block++
+		end := min(off+blk, len(data))
+		pkt = append([]byte{0, opDATA, byte(block >> 8), byte(block)}, data[off:end]...)
+		want = uint16(block)
+	}
+}
+
+func (s *fakeSite) serveHTTP(w http.ResponseWriter, r *http.Request) {
+	switch {
+	case r.URL.Path == "/boot.ipxe":
+		// siteboot's bootstrap, as ipxe/testdata/bootstrap.ipxe has it.
+		fmt.Fprintf(w, "#!ipxe\n# bootstrap\nset siteboot_tries:int32 0\nisset ${ip} && goto script ||\n:dhcp\ndhcp && goto script ||\n:script\n"+
+			"chain --autofree --replace %s/ipxe?mac=${mac}&uuid=${uuid}&buildarch=${buildarch}&platform=${platform}&serial=${serial:uristring}&asset=${asset:uristring} ||\nsleep 30\ngoto dhcp\n", s.base())
+	case r.URL.Path == "/ipxe":
+		q := r.URL.Query()
+		s.mu.Lock()
+		s.ipxeQuery = append(s.ipxeQuery, r.URL.RawQuery)
+		s.mu.Unlock()
+		if s.faults.RequireIPXEVars && (q.Get("mac") == "" || q.Get("uuid") == "" || q.Get("buildarch") == "" || q.Get("platform") == "") {
+			http.Error(w, "missing iPXE variables", http.StatusBadRequest)
+			return
+		}
+		if s.faults.NoKernelLine {
+			fmt.Fprintf(w, "#!ipxe\necho siteboot: machine %s is not registered at this site\nsleep 30\nchain --autofree --replace %s/boot.ipxe\n", q.Get("mac"), s.base())
+			return
+		}
+		fmt.Fprintf(w, "#!ipxe\nkernel --name kernel %s/k/vmlinuz initrd=initrd quiet bc.mac=%s || goto failed\ninitrd --name initrd /k/initrd || goto failed\nboot ||\n:failed\nchain --autofree --replace %s/boot.ipxe\n",
+			s.base(), q.Get("mac"), s.base())
+	case r.URL.Path == "/boot/ipxe.efi":
+		writeSized(w, s.files["ipxe.efi"])
+	case r.URL.Path == "/k/vmlinuz":
+		writeSized(w, s.kernel)
+	case r.URL.Path == "/k/initrd":
+		w.Header().Set("Content-Length", strconv.Itoa(len(s.initrd)))
+		if s.faults.ShortInitrd {
+			_, _ = w.Write(s.initrd[:len(s.initrd)/2])
+			return
+		}
+		_, _ = w.Write(s.initrd)
+	default:
+		http.NotFound(w, r)
+	}
+}
+
+// options for a storm against this site.
+func (s *fakeSite) options(n int) options {
+	o, err := parseFlags([]string{"-n", strconv.Itoa(n), "-window", "200ms", "-dhcp-server", s.dhcp.LocalAddr().String(),
+		"-dhcp-listen", "127.0.0.1:0", "-tftp-port", strconv.Itoa(s.tftpPort()), "-timescale", "0.02",
+		"-machine-timeout", "20s", "-timeout", "60s"}, new(bytes.Buffer))
+	if err != nil {
+		panic(err)
+	}
+	return o
+}
+
+// writeSized answers b with its Content-Length, as file servers do (a
+// large write without it would go out chunked).
+func writeSized(w http.ResponseWriter, b []byte) {
+	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
+	_, _ = w.Write(b)
+}

@@ -1,0 +1,257 @@
+#!/usr/bin/env bash
+# bench/wrk.sh: /cache range reads under many connections, siteboot against
+# nginx, measured by wrk (a client this project did not write), in one run
+# on the same namespaces.
+#
+#   sudo bench/wrk.sh [-s SIZE_MIB] [-d DURATION] [-r ROUNDS] [-c "8 64 256"] [-R "1048576 4096"] [-t THREADS] [-N] [-o OUTDIR]
+#
+# Makes a SIZE_MIB (1024) random image; siteboot pulls it from an origin
+# nginx and verifies it; an anchor nginx (sendfile on, tcp_nopush, one worker
+# per CPU, keep-alive) serves the verified blob file itself. For ROUNDS (3)
+# rounds, for each range length of -R and each connection count of -c,
+# wrk -t THREADS (2) -c C -d DURATION (10s) --latency reads random aligned
+# ranges (bench/wrk/ranges.lua) from nginx, then from siteboot's
+# /cache/<sha256> (the fast path), and with -N from siteboot with
+# cache.fast_path false (net/http). Both servers stay up for the whole run;
+# CPU seconds are the target's utime+stime during its run. Every answer must
+# be a 206 (wrk's non-2xx count is recorded and must be 0). Reports req/s,
+# MB/s, p50/p99 per point and the per-round ratio siteboot/nginx.
+# SITEBOOT_BIN=path skips the build. Traffic stays in the lab; the EXIT trap
+# removes it. Reproduce BENCHMARKS.md: sudo bench/wrk.sh -r 3 -d 10s -N
+set -euo pipefail
+
+HERE=$(cd "$(dirname "$0")" && pwd)
+REPO=$(cd "$HERE/.." && pwd)
+# shellcheck source=lib.sh
+source "$HERE/lib.sh"
+
+SIZE_MIB=1024
+DURATION=10s
+ROUNDS=3
+CONNS="8 64 256"
+RANGES="1048576 4096"
+THREADS=2
+NETHTTP=0
+OUT=""
+ORIGIN_PORT=8081
+NGINX_PORT=8082
+SB_PORT=8080
+NH_PORT=8083
+
+usage() { awk 'NR > 1 && !/^#/ {exit} NR > 1 {sub(/^# ?/, ""); print}' "$0"; }
+
+[ "${1:-}" = --help ] && { usage; exit 0; }
+while getopts "s:d:r:c:R:t:No:h" opt; do
+  case $opt in
+    s) SIZE_MIB=$OPTARG ;;
+    d) DURATION=$OPTARG ;;
+    r) ROUNDS=$OPTARG ;;
+    c) CONNS=$OPTARG ;;
+    R) RANGES=$OPTARG ;;
+    t) THREADS=$OPTARG ;;
+    N) NETHTTP=1 ;;
+    o) OUT=$OPTARG ;;
+    h) usage; exit 0 ;;
+    *) usage >&2; exit 2 ;;
+  esac
+done
+OUT=${OUT:-/tmp/sbt-wrk-bench-$(date +%Y%m%d-%H%M%S)}
+
+preflight() {
+  [ "$(id -u)" = 0 ] || { echo "wrk.sh: needs root (network namespaces)" >&2; exit 2; }
+  local b c r
+  for b in ip nginx curl wrk jq flock sha256sum timeout go bc; do
+    command -v "$b" >/dev/null || { echo "wrk.sh: needs $b in PATH (apt install wrk)" >&2; exit 2; }
+  done
+  [[ $ROUNDS =~ ^[1-9][0-9]?$ ]] || { echo "wrk.sh: -r $ROUNDS: want 1..99" >&2; exit 2; }
+  [[ $THREADS =~ ^[1-9][0-9]?$ ]] || { echo "wrk.sh: -t $THREADS: want 1..99" >&2; exit 2; }
+  for c in $CONNS; do
+    [[ $c =~ ^[0-9]+$ ]] && [ "$c" -ge "$THREADS" ] && [ "$c" -le 1024 ] || { echo "wrk.sh: -c $c: want $THREADS..1024" >&2; exit 2; }
+  done
+  [[ $SIZE_MIB =~ ^[0-9]+$ ]] && [ "$SIZE_MIB" -ge 1 ] && [ "$SIZE_MIB" -le 8192 ] ||
+    { echo "wrk.sh: -s $SIZE_MIB: want 1..8192 (MiB)" >&2; exit 2; }
+  for r in $RANGES; do
+    [[ $r =~ ^[1-9][0-9]{0,9}$ ]] && [ "$r" -le $((SIZE_MIB << 20)) ] || { echo "wrk.sh: -R $r: want 1..the image size (bytes)" >&2; exit 2; }
+  done
+  mkdir -p "$OUT"
+}
+
+record() { local IFS=$'\t'; printf '%s\n' "$*" >> "$OUT/results.tsv"; }
+
+cpu_ticks() {
+  local pid=$1 kids
+  kids=$(cat /proc/"$pid"/task/*/children 2>/dev/null || true)
+  # shellcheck disable=SC2086
+  for p in $pid $kids; do cat "/proc/$p/stat"; done | awk '{sub(/^.*\) /, ""); t += $12 + $13} END {print t}'
+}
+
+nginx_conf() {
+  cat <<CONF
+daemon off;
+master_process on;
+user root;
+worker_processes auto;
+worker_rlimit_nofile 4096;
+pid $1/nginx.pid;
+error_log $1/error.log warn;
+events { worker_connections 2048; }
+http {
+  sendfile on;
+  tcp_nopush on;
+  keepalive_requests 10000000;
+  keepalive_timeout 120s;
+  access_log off;
+  default_type application/octet-stream;
+  client_body_temp_path $1/body;
+  proxy_temp_path $1/proxy;
+  fastcgi_temp_path $1/fastcgi;
+  uwsgi_temp_path $1/uwsgi;
+  scgi_temp_path $1/scgi;
+  server { $2 }
+}
+CONF
+}
+
+# start_nginx NAME BODY URL [NS]: an nginx in the server namespace, ready
+# when URL answers from NS; sets BG_PID.
+start_nginx() {
+  local d="$OUT/nginx-$1"
+  mkdir -p "$d"
+  nginx_conf "$d" "$2" > "$d/nginx.conf"
+  start_bg "$SRV_NS" "$d/stderr.log" nginx -p "$d" -c "$d/nginx.conf"
+  wait_http "$3" "${4:-$CLI_NS}"
+}
+
+# start_siteboot NAME PORT FAST_PATH: siteboot on the one data dir; sets BG_PID.
+start_siteboot() {
+  local data="$OUT/siteboot-data-$1"
+  mkdir -p "$data"
+  cat > "$OUT/siteboot-$1.yaml" <<YAML
+site_id: bench
+node_id: bench-1
+data_dir: $data
+admin:
+  socket: $data/siteboot.sock
+http:
+  listen: $SRV_IP:$2
+  advertise: http://$SRV_IP:$2
+dhcp:
+  enabled: false
+tftp:
+  listen: ""
+cache:
+  fast_path: $3
+YAML
+  start_bg "$SRV_NS" "$OUT/siteboot-$1.log" "$SITEBOOT_BIN" serve --config "$OUT/siteboot-$1.yaml"
+  wait_http "http://$SRV_IP:$2/readyz"
+}
+
+# wait_http URL [NS]: until a HEAD of URL from NS (the client's) answers 200.
+wait_http() {
+  local i
+  for i in $(seq 100); do
+    in_ns "${2:-$CLI_NS}" curl -sfI -o /dev/null "$1" && return 0
+    sleep 0.1
+  done
+  echo "wrk.sh: $1 did not answer" >&2
+  return 1
+}
+
+# pull NAME: the siteboot NAME pulls the image from the origin and verifies it.
+pull() {
+  local sock="$OUT/siteboot-data-$1/siteboot.sock"
+  "$SITEBOOT_BIN" --socket "$sock" image add --url "http://127.0.0.1:$ORIGIN_PORT/image.bin" --sha256 "$DIGEST" --format raw > /dev/null
+  "$SITEBOOT_BIN" --socket "$sock" --timeout 10m image pull --wait "$DIGEST" > /dev/null
+}
+
+# wrk_run ROUND TARGET PID URL RANGE CONNS: one wrk run, one results row.
+wrk_run() {
+  local round=$1 t=$2 pid=$3 url=$4 rlen=$5 c=$6 out c0 c1 hz rps mbs p50 p99 non2xx sockerr
+  out="$OUT/wrk-r$round-$t-$rlen-$c.txt"
+  hz=$(getconf CLK_TCK)
+  c0=$(cpu_ticks "$pid")
+  WRK_SIZE=$SIZE_BYTES WRK_RANGE=$rlen timeout 300 ip netns exec "$CLI_NS" \
+    wrk -t "$THREADS" -c "$c" -d "$DURATION" --latency -s "$HERE/wrk/ranges.lua" "$url" > "$out"
+  c1=$(cpu_ticks "$pid")
+  rps=$(awk '/^Requests\/sec:/ {print $2}' "$out")
+  mbs=$(echo "$rps * $rlen / 1000000" | bc -l | xargs printf '%.1f')
+  p50=$(awk '$1 == "50%" {print $2}' "$out")
+  p99=$(awk '$1 == "99%" {print $2}' "$out")
+  non2xx=$(awk '/Non-2xx or 3xx responses:/ {print $NF}' "$out"); non2xx=${non2xx:-0}
+  sockerr=$(awk '/Socket errors:/ {gsub(/,/, ""); print $4 + $6 + $8 + $10}' "$out"); sockerr=${sockerr:-0}
+  local cpu; cpu=$(echo "($c1 - $c0) / $hz" | bc -l | xargs printf '%.2f')
+  printf 'r%s %-8s range %8s c %4s: %10s req/s %8s MB/s p50 %8s p99 %8s non-2xx %s socket errors %s server CPU %s s\n' \
+    "$round" "$t" "$rlen" "$c" "$rps" "$mbs" "$p50" "$p99" "$non2xx" "$sockerr" "$cpu" >&2
+  record "$round" "$t" "$rlen" "$c" "$rps" "$mbs" "$p50" "$p99" "$non2xx" "$sockerr" "$cpu"
+}
+
+summary() {
+  tsv_show "$OUT/results.tsv"
+  echo
+  echo "== medians over $ROUNDS rounds; ratio = median of per-round siteboot/nginx req/s =="
+  local rlen c t
+  printf '%-9s %-5s %-10s %12s %12s %8s\n' range conns target req/s MB/s ratio
+  for rlen in $RANGES; do
+    for c in $CONNS; do
+      for t in nginx siteboot $([ "$NETHTTP" = 1 ] && echo nethttp); do
+        local rps mbs ratio=""
+        rps=$(awk -F'\t' -v t="$t" -v r="$rlen" -v c="$c" '$2 == t && $3 == r && $4 == c {print $5}' "$OUT/results.tsv" | median_of %.0f)
+        mbs=$(awk -F'\t' -v t="$t" -v r="$rlen" -v c="$c" '$2 == t && $3 == r && $4 == c {print $6}' "$OUT/results.tsv" | median_of %.1f)
+        if [ "$t" != nginx ]; then
+          ratio=$(awk -F'\t' -v t="$t" -v r="$rlen" -v c="$c" '
+            $3 == r && $4 == c && $2 == t {x[$1] = $5}
+            $3 == r && $4 == c && $2 == "nginx" {y[$1] = $5}
+            END {for (k in x) if ((k in y) && y[k] > 0) print x[k] / y[k]}' "$OUT/results.tsv" | median_of %.2f)x
+        fi
+        printf '%-9s %-5s %-10s %12s %12s %8s\n' "$rlen" "$c" "$t" "$rps" "$mbs" "$ratio"
+      done
+    done
+  done
+}
+
+main() {
+  preflight
+  trap lab_down EXIT
+  trap 'exit 130' INT TERM
+  if [ -z "${SITEBOOT_BIN:-}" ]; then
+    SITEBOOT_BIN="$OUT/siteboot"
+    (cd "$REPO" && go build -o "$SITEBOOT_BIN" ./cmd/siteboot)
+  fi
+  mkdir -p "$OUT/origin"
+  SIZE_BYTES=$((SIZE_MIB << 20))
+  [ "$(stat -c %s "$OUT/origin/image.bin" 2>/dev/null)" = "$SIZE_BYTES" ] ||
+    head -c "$SIZE_BYTES" /dev/urandom > "$OUT/origin/image.bin"
+  DIGEST=$(sha256sum < "$OUT/origin/image.bin" | cut -d' ' -f1)
+  echo "image: $SIZE_BYTES bytes, sha256 $DIGEST; wrk $(wrk -v 2>&1 | head -n 1 | cut -d' ' -f2)" >&2
+  printf 'round\ttarget\trange\tconns\treq_per_s\tmb_per_s\tp50\tp99\tnon2xx\tsocket_errors\tserver_cpu_s\n' > "$OUT/results.tsv"
+  lab_up
+  start_nginx origin "listen 127.0.0.1:$ORIGIN_PORT; root $OUT/origin;" "http://127.0.0.1:$ORIGIN_PORT/image.bin" "$SRV_NS"
+  local fast nh="" ngx
+  start_siteboot fast "$SB_PORT" true; fast=$BG_PID
+  pull fast
+  local blob="$OUT/siteboot-data-fast/cache/blobs/sha256/$DIGEST"
+  [ -f "$blob" ] || { echo "wrk.sh: no verified blob at $blob" >&2; exit 1; }
+  if [ "$NETHTTP" = 1 ]; then
+    start_siteboot nethttp "$NH_PORT" false; nh=$BG_PID
+    pull nethttp
+  fi
+  start_nginx anchor "listen $SRV_IP:$NGINX_PORT; location /cache/ { alias $(dirname "$blob")/; }" "http://$SRV_IP:$NGINX_PORT/cache/$DIGEST"
+  ngx=$BG_PID
+  cat "$blob" > /dev/null # page cache warm for both
+  local round rlen c
+  for ((round = 1; round <= ROUNDS; round++)); do
+    echo "== round $round/$ROUNDS (load $(cut -d' ' -f1-3 /proc/loadavg)) ==" >&2
+    for rlen in $RANGES; do
+      for c in $CONNS; do
+        wrk_run "$round" nginx "$ngx" "http://$SRV_IP:$NGINX_PORT/cache/$DIGEST" "$rlen" "$c"
+        wrk_run "$round" siteboot "$fast" "http://$SRV_IP:$SB_PORT/cache/$DIGEST" "$rlen" "$c"
+        if [ -n "$nh" ]; then
+          wrk_run "$round" nethttp "$nh" "http://$SRV_IP:$NH_PORT/cache/$DIGEST" "$rlen" "$c"
+        fi
+      done
+    done
+  done
+  summary
+}
+
+main "$@"

@@ -1,0 +1,135 @@
+package httpserver
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+// patterned is a file whose every byte tells its offset apart.
+func patterned(t *testing.T, size int) (*os.File, []byte) {
+	t.Helper()
+	data := make([]byte, size)
+	for i := range data {
+		data[i] = byte(i*7 + i>>8)
+	}
+	p := filepath.Join(t.TempDir(), "blob")
+	if err := os.WriteFile(p, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	return f, data
+}
+
+// pair is a server-side conn and the client end of a loopback TCP
+// connection.
+func pair(t *testing.T, s *Server) (*conn, net.Conn) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	client, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { client.Close() })
+	raw, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.open.Add(1)
+	c := newConn(raw, s)
+	t.Cleanup(func() { c.Close() })
+	return c, client
+}
+
+// SendFileAt sends the head and exactly the range asked for, small and
+// large (several sendfile calls against a reader that drains slowly),
+// reads the file at the offset given and leaves the file's own offset
+// where it was.
+func TestSendFileAtSendsHeadAndRange(t *testing.T) {
+	s, err := New(Config{ProgressTimeout: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, data := patterned(t, 8<<20)
+	if _, err := f.Seek(123, io.SeekStart); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ off, n int64 }{
+		{0, 1}, {4096, 4096}, {1, 100_000}, {3 << 20, 5 << 20}, {int64(len(data)) - 10, 10},
+	} {
+		c, client := pair(t, s)
+		head := []byte("HTTP/1.1 206 Partial Content\r\nContent-Length: x\r\n\r\n")
+		got := make(chan []byte, 1)
+		go func() {
+			b, _ := io.ReadAll(io.LimitReader(client, int64(len(head))+tc.n))
+			got <- b
+		}()
+		n, err := c.SendFileAt(head, f, tc.off, tc.n)
+		if err != nil || n != tc.n {
+			t.Fatalf("SendFileAt(off %d, n %d) = %d, %v", tc.off, tc.n, n, err)
+		}
+		b := <-got
+		want := append(append([]byte{}, head...), data[tc.off:tc.off+tc.n]...)
+		if !bytes.Equal(b, want) {
+			t.Fatalf("off %d n %d: the client got %d bytes that differ from the head and the range (%d bytes)", tc.off, tc.n, len(b), len(want))
+		}
+		if pos, _ := f.Seek(0, io.SeekCurrent); pos != 123 {
+			t.Fatalf("the file's offset moved to %d", pos)
+		}
+	}
+}
+
+// A client that stops reading ends SendFileAt at ProgressTimeout, with the
+// deadline's error, not a hang.
+func TestSendFileAtStalledClient(t *testing.T) {
+	s, err := New(Config{ProgressTimeout: 300 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, _ := patterned(t, 64<<20)
+	c, _ := pair(t, s)
+	start := time.Now()
+	n, err := c.SendFileAt([]byte("HTTP/1.1 200 OK\r\n\r\n"), f, 0, 64<<20)
+	if !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("SendFileAt to a client that reads nothing = %d, %v; want a deadline error", n, err)
+	}
+	if n >= 64<<20 {
+		t.Fatalf("sent everything (%d) to a client that reads nothing", n)
+	}
+	if d := time.Since(start); d > 10*time.Second {
+		t.Fatalf("took %v", d)
+	}
+}
+
+// SendFileAt allocates nothing per response.
+func TestSendFileAtAllocatesNothing(t *testing.T) {
+	s, err := New(Config{ProgressTimeout: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, _ := patterned(t, 1<<20)
+	c, client := pair(t, s)
+	go func() { _, _ = io.Copy(io.Discard, client) }()
+	head := []byte("HTTP/1.1 206 Partial Content\r\nContent-Length: 4096\r\n\r\n")
+	allocs := testing.AllocsPerRun(200, func() {
+		if n, err := c.SendFileAt(head, f, 8192, 4096); n != 4096 || err != nil {
+			t.Fatalf("SendFileAt = %d, %v", n, err)
+		}
+	})
+	if allocs != 0 {
+		t.Errorf("%v allocations per response, want 0", allocs)
+	}
+}
