@@ -222,6 +222,16 @@ func errorLine(err error) string {
 	msg := st.Message()
 	unreachable := strings.Contains(msg, "connect:") || strings.Contains(msg, "no such file")
 	switch {
+	case strings.Contains(msg, "tls: certificate required") || strings.Contains(msg, "tls: unknown certificate authority") ||
+		strings.Contains(msg, "tls: bad certificate"):
+		// Go's client offers no certificate the server's CA list does not
+		// name, so a certificate of the wrong CA arrives as none at all.
+		return "the appliance refused the client certificate: " + msg +
+			" (--tls-cert must be issued by a CA in the appliance's admin.tls.client_ca)"
+	case strings.Contains(msg, "x509: certificate signed by unknown authority"):
+		return "the appliance's certificate is not trusted: " + msg + " (--tls-ca must hold the CA that issued admin.tls.cert)"
+	case strings.Contains(msg, "x509: certificate is valid for") || strings.Contains(msg, "x509: cannot validate certificate"):
+		return "the appliance's certificate does not name the address dialled: " + msg + " (dial an address its certificate names)"
 	case unreachable && (st.Code() == codes.Unavailable || st.Code() == codes.DeadlineExceeded):
 		return "cannot reach the appliance: " + msg + " (is 'siteboot serve' running? see --socket / SITEBOOT_SOCKET)"
 	case st.Code() == codes.DeadlineExceeded:

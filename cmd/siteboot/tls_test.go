@@ -81,6 +81,16 @@ func TestAdminOverMutualTLS(t *testing.T) {
 	if err == nil {
 		t.Fatal("client with a foreign certificate got an answer")
 	}
+	if line := errorLine(err); !strings.Contains(line, "refused the client certificate") || !strings.Contains(line, "admin.tls.client_ca") {
+		t.Errorf("a foreign client certificate reads %q; want it to say the certificate was refused and what must issue it", line)
+	}
+
+	// A CA bundle that does not hold the server's CA says so.
+	_, _, err = cli(t, "/nonexistent.sock", "--server", cfg.Admin.TCPListen, "--tls-ca", writeFile(t, dir, "other-ca.pem", other.caPEM()), "--timeout", "3s",
+		"--tls-cert", writeFile(t, dir, "cli2.pem", cliCert), "--tls-key", writeFile(t, dir, "cli2.key", cliKey), "status")
+	if line := errorLine(err); err == nil || !strings.Contains(line, "not trusted") || !strings.Contains(line, "--tls-ca") {
+		t.Errorf("a server of another CA reads %q (%v); want it to name --tls-ca", line, err)
+	}
 }
 
 func poolOf(c *x509.Certificate) *x509.CertPool {
