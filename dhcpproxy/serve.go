@@ -21,6 +21,15 @@ func (s *Server) Serve(ctx context.Context, conns ...*Conn) error {
 	if len(conns) == 0 {
 		return errors.New("dhcpproxy: serve: no sockets")
 	}
+	// The periodic count of decision lines held back by the log limits,
+	// and a last one when Serve returns.
+	sctx, endSummaries := context.WithCancel(ctx)
+	summaries := make(chan struct{})
+	go func() {
+		defer close(summaries)
+		s.limits.stages.RunSummaries(sctx, s.log, "dhcpproxy: log lines suppressed")
+	}()
+	defer func() { endSummaries(); <-summaries }()
 	g, gctx := errgroup.WithContext(ctx)
 	stop := context.AfterFunc(gctx, func() { closeAll(conns) })
 	defer stop()

@@ -60,18 +60,24 @@ func NewStagesWith(window time.Duration, maxKeys, spillBurst int, spillEvery tim
 func (s *Stages) Level(id, stage string, want slog.Level, now time.Time) (slog.Level, slog.Attr) {
 	ok, held := s.once.Allow(stageKey{id: id, stage: stage, level: want}, now)
 	if !ok {
-		s.mu.Lock()
-		s.held[stage]++
-		s.mu.Unlock()
-		if s.count != nil {
-			s.count(stage)
-		}
+		s.Held(stage)
 		return slog.LevelDebug, slog.Attr{}
 	}
 	if held > 0 {
 		return want, slog.Uint64("suppressed", held)
 	}
 	return want, slog.Attr{}
+}
+
+// Held counts a line of stage held back, here or by another limit the
+// caller applies (a per-source budget), for the metric and the summary.
+func (s *Stages) Held(stage string) {
+	s.mu.Lock()
+	s.held[stage]++
+	s.mu.Unlock()
+	if s.count != nil {
+		s.count(stage)
+	}
 }
 
 // Len is how many (machine, stage, level) keys are remembered.
