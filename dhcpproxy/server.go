@@ -2,6 +2,7 @@ package dhcpproxy
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"net"
 	"net/netip"
@@ -27,6 +28,7 @@ type Server struct {
 	log    *slog.Logger
 	m      *metrics
 	limits logLimits
+	drops  *dropCollector
 }
 
 // Arrival says where a packet came in.
@@ -61,8 +63,14 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	drops := newDropCollector()
+	if cfg.Registerer != nil {
+		if err := cfg.Registerer.Register(drops); err != nil {
+			return nil, fmt.Errorf("dhcpproxy: register metrics: %w", err)
+		}
+	}
 	suppressed := func(stage string) { m.suppressed.WithLabelValues(stage).Inc() }
-	return &Server{cfg: cfg, log: cfg.Logger, m: m, limits: newLogLimits(suppressed)}, nil
+	return &Server{cfg: cfg, log: cfg.Logger, m: m, limits: newLogLimits(suppressed), drops: drops}, nil
 }
 
 // Handle decides what to answer to one packet that arrived as in. It
