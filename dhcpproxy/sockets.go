@@ -158,4 +158,3 @@ func (d *dropCollector) retire(conns []*Conn) {
 		}
 	}
 }
-

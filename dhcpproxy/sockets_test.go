@@ -112,7 +112,9 @@ func TestServeBurstNoDrops(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- f.srv.Serve(ctx, &Conn{PacketConn: srv, Iface: "lo", IP: net.IPv4(127, 0, 0, 1), Port: PXEPort}) }()
+	go func() {
+		done <- f.srv.Serve(ctx, &Conn{PacketConn: srv, Iface: "lo", IP: net.IPv4(127, 0, 0, 1), Port: PXEPort})
+	}()
 	const n = 2000
 	to := srv.LocalAddr().(*net.UDPAddr)
 	for i := range n {
