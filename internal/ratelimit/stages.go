@@ -32,8 +32,9 @@ type Stages struct {
 	once  *Once[stageKey]
 	count func(stage string) // counts a held-back line (a metric); may be nil
 
-	mu   sync.Mutex
-	held map[string]uint64 // per stage, since the last summary
+	mu          sync.Mutex
+	held        map[string]uint64 // per stage, since the last summary
+	lastSummary time.Time         // for SummaryDue
 }
 
 type stageKey struct {
@@ -117,6 +118,21 @@ func (s *Stages) SummaryLine(log *slog.Logger, msg string) {
 		attrs = append(attrs, slog.Uint64(st, held[st]))
 	}
 	log.LogAttrs(context.Background(), slog.LevelInfo, msg, attrs...)
+}
+
+// SummaryDue writes the SummaryLine when SummaryEvery has passed since
+// the last one it wrote (or since the first call): for components with no
+// loop of their own, called as they log.
+func (s *Stages) SummaryDue(log *slog.Logger, msg string, now time.Time) {
+	s.mu.Lock()
+	due := !s.lastSummary.IsZero() && (now.Sub(s.lastSummary) >= SummaryEvery || now.Before(s.lastSummary))
+	if s.lastSummary.IsZero() || due {
+		s.lastSummary = now
+	}
+	s.mu.Unlock()
+	if due {
+		s.SummaryLine(log, msg)
+	}
 }
 
 // SummaryEvery is how often a component writes its SummaryLine.
