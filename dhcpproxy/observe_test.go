@@ -102,7 +102,10 @@ func TestMetrics(t *testing.T) {
 		"siteboot_dhcp_reply_seconds{}":                                  5,
 		"siteboot_dhcp_send_errors_total{}":                              0,
 		// the firmware's ACK on 4011 follows its offer: one line for the stage
-		"siteboot_dhcp_log_lines_suppressed_total{stage=pxe}": 1,
+		"siteboot_dhcp_log_lines_suppressed_total{stage=pxe}":     1,
+		"siteboot_dhcp_log_lines_suppressed_total{stage=ipxe}":    0,
+		"siteboot_dhcp_log_lines_suppressed_total{stage=unknown}": 0,
+		"siteboot_dhcp_log_lines_suppressed_total{stage=relay}":   0,
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("metrics (-want +got):\n%s", diff)

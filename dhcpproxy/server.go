@@ -8,6 +8,8 @@ import (
 	"net/netip"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/siteboot/siteboot/discovery"
 )
 
@@ -69,7 +71,13 @@ func New(cfg Config) (*Server, error) {
 			return nil, fmt.Errorf("dhcpproxy: register metrics: %w", err)
 		}
 	}
-	suppressed := func(stage string) { m.suppressed.WithLabelValues(stage).Inc() }
+	// The stages' counters, looked up once: the count is on the hot path
+	// of a storm, and every stage's series exists from the start.
+	byStage := map[string]prometheus.Counter{}
+	for _, st := range []string{stagePXE, stageIPXE, stageUnknown, stageRelay} {
+		byStage[st] = m.suppressed.WithLabelValues(st)
+	}
+	suppressed := func(stage string) { byStage[stage].Inc() }
 	return &Server{cfg: cfg, log: cfg.Logger, m: m, limits: newLogLimits(suppressed), drops: drops}, nil
 }
 

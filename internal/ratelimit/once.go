@@ -17,9 +17,9 @@ import (
 // when every remembered key is still live (a flood, or more machines than
 // max at once), of the least recently seen one, within a token bucket of
 // spillBurst places at once and one more per spillEvery. So a flood of new
-// keys costs at most that many lines, and a real machine's line competes
-// only with the flood while it lasts: once it ends, keys expire and every
-// new key is let through again. Evicting a live key can only let one of
+// keys costs at most max lines per window plus the spill bucket's, and a
+// real machine's line competes only with the flood while it lasts: once
+// it ends, keys expire and every new key is let through again. Evicting a live key can only let one of
 // its lines through early, never hold one back.
 type Once[K comparable] struct {
 	window     time.Duration
