@@ -248,7 +248,15 @@ dhcp_suite() {
   record "$t" cpu-us-per-offer "$(awk -v a="$cpu0" -v b="$cpu1" -v n="$(jq .offers "$OUT/dhcp-r$ROUND-$t-closed.json")" \
     'BEGIN {printf "%.1f", (b - a) * 1e6 / (n > 0 ? n : 1)}')"
   run_load "$t" open -macs "$OUT/known-macs.txt" -rate "$RATE" -duration "$DURATION"
+  record "$t" udp-drops "$(udp_drops)"
   stop_target
+}
+
+# udp_drops: the kernel's drops (last column of /proc/net/udp) summed over
+# the server namespace's sockets on ports 67 and 4011, whoever owns them:
+# requests that never reached the server.
+udp_drops() {
+  in_ns "$SRV_NS" cat /proc/net/udp | awk 'NR > 1 {split($2, a, ":"); if (a[2] == "0043" || a[2] == "0FAB") d += $NF} END {print d + 0}'
 }
 
 # cpu_seconds PID: utime+stime of the server under PID (ip netns exec
@@ -319,6 +327,10 @@ summary() {
   local d s
   d=$(median dnsmasq dhcp-closed 6); s=$(median siteboot dhcp-closed 6)
   [ -n "$d" ] && [ -n "$s" ] && awk -v s="$s" -v d="$d" 'BEGIN{printf "offers/s siteboot/dnsmasq: %.2fx (target >= 1.5x)\n", s/d}'
+  for t in $TARGETS; do
+    d=$(median "$t" udp-drops 4)
+    [ -n "$d" ] && echo "$t: requests dropped by the kernel on ports 67/4011 per round, median: $d"
+  done
   s=$(median siteboot dhcp-open 10)
   [ -n "$s" ] && awk -v s="$s" -v r="$RATE" 'BEGIN{printf "siteboot p99 at %d req/s: %.3f ms (target <= 1 ms)\n", r, s}'
   d=$(paired siteboot dnsmasq dhcp-closed 6)
