@@ -48,11 +48,10 @@ func stormMAC(i int) string {
 func TestStormOneMACOneLine(t *testing.T) {
 	f, buf, reg, now := stormFixture(t, slog.LevelInfo)
 	const n = 500
-	for i := range n {
+	for range n {
 		f.srv.Handle(pxeReq(t, macPlain, dhcpv4.MessageTypeDiscover, 7), arrive67)
 		f.srv.Handle(pxeReq(t, macPlain, dhcpv4.MessageTypeRequest, 7), arrive4011)
 		*now = now.Add(50 * time.Millisecond) // 25 s of retries
-		_ = i
 	}
 	ipxe := dhcpv4.WithOption(dhcpv4.OptUserClass("iPXE"))
 	for range n {
@@ -94,12 +93,11 @@ func TestStormOneMACOneLine(t *testing.T) {
 func TestStormManyMACs(t *testing.T) {
 	f, buf, _, now := stormFixture(t, slog.LevelInfo)
 	const n = 2000
-	for round := range 5 {
+	for range 5 { // firmware retries every 4 s
 		for i := range n {
 			f.srv.Handle(pxeReq(t, stormMAC(i), dhcpv4.MessageTypeDiscover, 7), arrive67)
 		}
 		*now = now.Add(4 * time.Second)
-		_ = round
 	}
 	lines := buf.Lines("dhcpproxy: decision")
 	if len(lines) != n {
