@@ -14,6 +14,7 @@ type decision struct {
 	result  string // one of the result* constants
 	reason  string // why it was ignored or has no boot file
 	mac     string
+	ipxe    bool // the request came from iPXE, not the firmware
 	xid     dhcpv4.TransactionID
 	giaddr  net.IP     // as the request says; not necessarily trusted
 	relay   netip.Addr // the relay accepted for this request; zero if none
@@ -32,6 +33,14 @@ func (d *decision) label() string {
 		return resultIgnored + ":" + d.reason
 	}
 	return d.result
+}
+
+// stage is the boot stage of an answered request, for the log limits.
+func (d *decision) stage() string {
+	if d.ipxe {
+		return stageIPXE
+	}
+	return stagePXE
 }
 
 func (d decision) ignore(reason string) decision {
@@ -66,7 +75,7 @@ func (s *Server) decide(pkt []byte, in Arrival) decision {
 		return d.ignore("not-bootrequest")
 	}
 	c, reason := parseClient(req)
-	d.mac = c.mac
+	d.mac, d.ipxe = c.mac, c.ipxe
 	if reason != "" {
 		return d.ignore(reason)
 	}

@@ -156,7 +156,7 @@ func testBroadcast(t *testing.T, cl *labClients, f *fixture) {
 		t.Errorf("replies (-want +got):\n%s", diff)
 	}
 	wantS := []discovery.Sighting{{MAC: macUnknown, Arch: "x86_64-efi", Iface: "s1", At: testNow}}
-	if diff := cmp.Diff(wantS, f.rec.sightings(), equateAddrs); diff != "" {
+	if diff := cmp.Diff(wantS, waitSightings(f, len(wantS)), equateAddrs); diff != "" {
 		t.Errorf("sightings (-want +got):\n%s", diff)
 	}
 }

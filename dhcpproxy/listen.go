@@ -28,13 +28,17 @@ type Conn struct {
 	Net netip.Prefix
 	// Port is the service: ServerPort or PXEPort.
 	Port int
+	// RcvBuf is the receive buffer the kernel granted Listen's socket
+	// (SO_RCVBUF as read back); 0 for a socket Listen did not open.
+	RcvBuf int
 }
 
 // Listen opens, for each interface of Config.Interfaces (or every up,
 // non-loopback interface with an IPv4 address when that is empty), one
 // socket on UDP 67 and one on UDP 4011, each bound to its device with
 // SO_BINDTODEVICE (so the arrival interface is known and broadcasts leave
-// through it), SO_REUSEADDR and SO_BROADCAST. It needs CAP_NET_RAW and
+// through it), SO_REUSEADDR, SO_BROADCAST and a receive buffer of
+// rcvBufWant (Conn.RcvBuf says what was granted). It needs CAP_NET_RAW and
 // CAP_NET_BIND_SERVICE. On error nothing stays open.
 func (s *Server) Listen(ctx context.Context) ([]*Conn, error) {
 	ifaces, err := s.interfaces()
@@ -44,12 +48,12 @@ func (s *Server) Listen(ctx context.Context) ([]*Conn, error) {
 	var conns []*Conn
 	for _, ifc := range ifaces {
 		for _, port := range []int{ServerPort, PXEPort} {
-			pc, err := listenDevice(ctx, ifc.name, port)
+			pc, rcvBuf, err := listenDevice(ctx, ifc.name, port)
 			if err != nil {
 				closeAll(conns)
 				return nil, err
 			}
-			conns = append(conns, &Conn{PacketConn: pc, Iface: ifc.name, IP: ifc.ip, Net: ifc.net, Port: port})
+			conns = append(conns, &Conn{PacketConn: pc, Iface: ifc.name, IP: ifc.ip, Net: ifc.net, Port: port, RcvBuf: rcvBuf})
 		}
 	}
 	return conns, nil
@@ -133,20 +137,25 @@ func firstIPv4(ifc *net.Interface) (net.IP, netip.Prefix) {
 	return nil, netip.Prefix{}
 }
 
-// listenDevice binds 0.0.0.0:port on one device.
-func listenDevice(ctx context.Context, iface string, port int) (net.PacketConn, error) {
+// listenDevice binds 0.0.0.0:port on one device, and returns the receive
+// buffer it was granted.
+func listenDevice(ctx context.Context, iface string, port int) (net.PacketConn, int, error) {
+	var rcvBuf int
 	lc := net.ListenConfig{Control: func(_, _ string, rc syscall.RawConn) error {
 		var serr error
 		err := rc.Control(func(fd uintptr) {
 			serr = setSockopts(int(fd), iface)
+			if serr == nil {
+				rcvBuf, serr = setRcvBuf(int(fd))
+			}
 		})
 		return errors.Join(err, serr)
 	}}
 	pc, err := lc.ListenPacket(ctx, "udp4", net.JoinHostPort("0.0.0.0", strconv.Itoa(port)))
 	if err != nil {
-		return nil, fmt.Errorf("dhcpproxy: listen on %s port %d: %w", iface, port, err)
+		return nil, 0, fmt.Errorf("dhcpproxy: listen on %s port %d: %w", iface, port, err)
 	}
-	return pc, nil
+	return pc, rcvBuf, nil
 }
 
 func setSockopts(fd int, iface string) error {

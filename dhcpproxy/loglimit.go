@@ -10,27 +10,36 @@ import (
 
 // Log limits for lines a client can cause at will (unknown machines, UUID
 // mismatches, refused relays). Unknown machines retry every few seconds,
-// so one line per MAC per unknownLogEvery is enough. Each source (the
-// relay, or the sender on the arrival interface) gets sourceLogBurst
-// lines, then one per sourceLogEvery; the next line it gets says how many
-// were held back. Held-back lines go to Debug.
+// so one line per MAC and stage per unknownLogEvery is enough (the
+// boot-stage policy of internal/ratelimit). Each source (the relay, or
+// the sender on the arrival interface) gets sourceLogBurst lines, then one
+// per sourceLogEvery; the next line it gets says how many were held back.
+// Held-back lines go to Debug.
 const (
-	unknownLogEvery = time.Minute
-	unknownLogMax   = 4096
+	unknownLogEvery = ratelimit.StageWindow
 	sourceLogBurst  = 10
 	sourceLogEvery  = 6 * time.Second
 	sourceLogMax    = 1024
 )
 
-// Log limits for the lines of a machine with an entry (answers, a missing
-// boot file): a boot takes a handful of answers (firmware, then iPXE, on
-// 67 and 4011), so each MAC gets answerLogBurst lines, then one per
-// answerLogEvery. Anyone who sees a booting machine's broadcast can send
-// requests with its MAC, so even these are bounded.
+// The lines of a machine with an entry (answers, a missing boot file)
+// follow the boot-stage policy: one line per MAC, stage (firmware or
+// iPXE) and level per answerLogEvery, however many DISCOVERs and REQUESTs
+// on 67 and 4011 the stage takes; the rest at Debug, counted in
+// siteboot_dhcp_log_lines_suppressed_total and the periodic summary line.
+// Anyone who sees a booting machine's broadcast can send requests with its
+// MAC, so these are bounded too.
 const (
-	answerLogBurst = 16
-	answerLogEvery = 15 * time.Second
-	answerLogMax   = 4096
+	answerLogBurst = 1
+	answerLogEvery = ratelimit.StageWindow
+)
+
+// Boot stages, the "stage" label of siteboot_dhcp_log_lines_suppressed_total.
+const (
+	stagePXE     = "pxe"     // the firmware's DISCOVER and REQUEST
+	stageIPXE    = "ipxe"    // iPXE's
+	stageUnknown = "unknown" // a machine without an entry, or one its pin refuses
+	stageRelay   = "relay"   // a refused relay
 )
 
 // logSource is where a packet came from, as far as log limits go: the
@@ -42,42 +51,43 @@ type logSource struct {
 }
 
 type logLimits struct {
-	perMAC    *ratelimit.Keyed[string]
+	stages    *ratelimit.Stages // answers and unknown machines, by MAC and stage
 	perSource *ratelimit.Keyed[logSource]
-	perAnswer *ratelimit.Keyed[string] // by MAC
 }
 
-func newLogLimits() logLimits {
+func newLogLimits(suppressed func(stage string)) logLimits {
 	return logLimits{
-		perMAC:    ratelimit.NewKeyed[string](1, unknownLogEvery, unknownLogMax),
+		stages:    ratelimit.NewStages(suppressed),
 		perSource: ratelimit.NewKeyed[logSource](sourceLogBurst, sourceLogEvery, sourceLogMax),
-		perAnswer: ratelimit.NewKeyed[string](answerLogBurst, answerLogEvery, answerLogMax),
 	}
 }
 
-// answerLevel is level for a line of a machine with an entry while its MAC
-// may log, Debug otherwise; and how many of its lines were held back.
-func (l logLimits) answerLevel(level slog.Level, mac string, now time.Time) (slog.Level, uint64) {
-	if ok, held := l.perAnswer.Allow(mac, now); ok {
-		return level, held
-	}
-	return slog.LevelDebug, 0
+// answerLevel is level for the first line of a machine with an entry in
+// stage within the window, Debug for the rest; and how many of its lines
+// were held back before this one.
+func (l logLimits) answerLevel(level slog.Level, mac, stage string, now time.Time) (slog.Level, slog.Attr) {
+	return l.stages.Level(mac, stage, level, now)
 }
 
 // level returns the level a client-caused line is written at: want when
-// the MAC (if any) and the source may log now, Debug otherwise; and how
-// many of the source's lines were held back before this one.
-func (l logLimits) level(want slog.Level, mac string, src logSource, now time.Time) (slog.Level, uint64) {
+// the MAC (if any) may log now in its stage and the source may log now,
+// Debug otherwise; and how many of the source's lines were held back
+// before this one.
+func (l logLimits) level(want slog.Level, stage, mac string, src logSource, now time.Time) (slog.Level, slog.Attr) {
 	if mac != "" {
-		if ok, _ := l.perMAC.Allow(mac, now); !ok {
-			return slog.LevelDebug, 0
+		if lv, _ := l.stages.Level(mac, stage, want, now); lv != want {
+			return slog.LevelDebug, slog.Attr{}
 		}
 	}
 	ok, held := l.perSource.Allow(src, now)
 	if !ok {
-		return slog.LevelDebug, 0
+		l.stages.Held(stage)
+		return slog.LevelDebug, slog.Attr{}
 	}
-	return want, held
+	if held > 0 {
+		return want, slog.Uint64("suppressed", held)
+	}
+	return want, slog.Attr{}
 }
 
 // sourceOf is the log-limit source of a packet that arrived as in.

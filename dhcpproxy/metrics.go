@@ -11,6 +11,7 @@ type metrics struct {
 	requests   *prometheus.CounterVec
 	latency    prometheus.Histogram
 	sendErrors prometheus.Counter
+	suppressed *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -28,11 +29,15 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Namespace: "siteboot", Subsystem: "dhcp", Name: "send_errors_total",
 			Help: "Replies that could not be written to the socket.",
 		}),
+		suppressed: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "siteboot", Subsystem: "dhcp", Name: "log_lines_suppressed_total",
+			Help: "Decision lines written at Debug instead of Info or Warn by the log limits (one line per machine and boot stage a minute), by stage (pxe, ipxe, unknown, relay).",
+		}, []string{"stage"}),
 	}
 	if reg == nil {
 		return m, nil
 	}
-	for _, c := range []prometheus.Collector{m.requests, m.latency, m.sendErrors} {
+	for _, c := range []prometheus.Collector{m.requests, m.latency, m.sendErrors, m.suppressed} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("dhcpproxy: register metrics: %w", err)
 		}

@@ -101,6 +101,11 @@ func TestMetrics(t *testing.T) {
 		"siteboot_dhcp_requests_total{result=ignored,type=other}":        1,
 		"siteboot_dhcp_reply_seconds{}":                                  5,
 		"siteboot_dhcp_send_errors_total{}":                              0,
+		// the firmware's ACK on 4011 follows its offer: one line for the stage
+		"siteboot_dhcp_log_lines_suppressed_total{stage=pxe}":     1,
+		"siteboot_dhcp_log_lines_suppressed_total{stage=ipxe}":    0,
+		"siteboot_dhcp_log_lines_suppressed_total{stage=unknown}": 0,
+		"siteboot_dhcp_log_lines_suppressed_total{stage=relay}":   0,
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("metrics (-want +got):\n%s", diff)
@@ -127,7 +132,7 @@ func value(m *dto.Metric) float64 {
 }
 
 func TestLogLimits(t *testing.T) {
-	l := newLogLimits()
+	l := newLogLimits(nil)
 	src := logSource{iface: "eth0"}
 	at := func(s int) time.Time { return testNow.Add(time.Duration(s) * time.Second) }
 	type line struct {
@@ -136,8 +141,12 @@ func TestLogLimits(t *testing.T) {
 	}
 	var got []line
 	log := func(mac string, sec int) {
-		lv, held := l.level(slog.LevelInfo, mac, src, at(sec))
-		got = append(got, line{lv, held})
+		lv, held := l.level(slog.LevelInfo, stageUnknown, mac, src, at(sec))
+		var n uint64
+		if held.Key != "" {
+			n = held.Value.Uint64()
+		}
+		got = append(got, line{lv, n})
 	}
 	log("52:54:00:00:10:00", 0)
 	log("52:54:00:00:10:00", 30) // the same MAC within a minute: Debug, not counted as held back

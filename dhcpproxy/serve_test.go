@@ -41,6 +41,16 @@ func serveLoopback(t *testing.T, f *fixture) (*net.UDPAddr, func() error) {
 	return pc.LocalAddr().(*net.UDPAddr), stop
 }
 
+// waitSightings waits up to 5 s for n sightings and returns them: several
+// readers share a socket, so a packet sent before the one answered may
+// still be in another reader's hands when the reply arrives.
+func waitSightings(f *fixture, n int) []discovery.Sighting {
+	for deadline := time.Now().Add(5 * time.Second); len(f.rec.sightings()) < n && time.Now().Before(deadline); {
+		time.Sleep(5 * time.Millisecond)
+	}
+	return f.rec.sightings()
+}
+
 // readReply waits up to 5 s for one datagram.
 func readReply(t *testing.T, c *net.UDPConn) ([]byte, *net.UDPAddr) {
 	t.Helper()
@@ -92,7 +102,7 @@ func TestServeLoopback4011(t *testing.T) {
 	}
 	wantSightings := []discovery.Sighting{{MAC: macUnknown, ProductUUID: "4c4c4544-004a-3510-804b-b4c04f565931",
 		Arch: "x86_64-efi", Iface: "lo", At: testNow}}
-	if diff := cmp.Diff(wantSightings, f.rec.sightings(), equateAddrs); diff != "" {
+	if diff := cmp.Diff(wantSightings, waitSightings(f, len(wantSightings)), equateAddrs); diff != "" {
 		t.Errorf("sightings (-want +got):\n%s", diff)
 	}
 	if err := stop(); err != nil {

@@ -2,10 +2,13 @@ package dhcpproxy
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"net"
 	"net/netip"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/siteboot/siteboot/discovery"
 )
@@ -27,6 +30,7 @@ type Server struct {
 	log    *slog.Logger
 	m      *metrics
 	limits logLimits
+	drops  *dropCollector
 }
 
 // Arrival says where a packet came in.
@@ -61,7 +65,20 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Server{cfg: cfg, log: cfg.Logger, m: m, limits: newLogLimits()}, nil
+	drops := newDropCollector()
+	if cfg.Registerer != nil {
+		if err := cfg.Registerer.Register(drops); err != nil {
+			return nil, fmt.Errorf("dhcpproxy: register metrics: %w", err)
+		}
+	}
+	// The stages' counters, looked up once: the count is on the hot path
+	// of a storm, and every stage's series exists from the start.
+	byStage := map[string]prometheus.Counter{}
+	for _, st := range []string{stagePXE, stageIPXE, stageUnknown, stageRelay} {
+		byStage[st] = m.suppressed.WithLabelValues(st)
+	}
+	suppressed := func(stage string) { byStage[stage].Inc() }
+	return &Server{cfg: cfg, log: cfg.Logger, m: m, limits: newLogLimits(suppressed), drops: drops}, nil
 }
 
 // Handle decides what to answer to one packet that arrived as in. It
@@ -107,22 +124,23 @@ func (s *Server) sighting(c *client, d *decision, in Arrival) discovery.Sighting
 // logDecision writes the one line per packet: Info for answers, Warn when
 // a known machine has no boot file, Debug for everything ignored. Every
 // line a client can cause at will is written within the limits of
-// logLimits (per MAC for answers and missing boot files, per MAC and
-// source for unknown machines, per source for refused relays), at Debug
-// beyond them.
+// logLimits (one per MAC and boot stage per window for answers and
+// missing boot files, the same and per source for unknown machines, per
+// source for refused relays), at Debug beyond them: a booting machine
+// writes one Info line for its firmware's offers and one for iPXE's.
 func (s *Server) logDecision(d *decision, in Arrival) {
-	level, held := slog.LevelInfo, uint64(0)
+	level, held := slog.LevelInfo, slog.Attr{}
 	switch {
 	case d.result == resultOffer, d.result == resultAck:
-		level, held = s.limits.answerLevel(slog.LevelInfo, d.mac, s.cfg.Now())
+		level, held = s.limits.answerLevel(slog.LevelInfo, d.mac, d.stage(), s.cfg.Now())
 	case d.result == resultNoBootFile:
-		level, held = s.limits.answerLevel(slog.LevelWarn, d.mac, s.cfg.Now())
+		level, held = s.limits.answerLevel(slog.LevelWarn, d.mac, d.stage(), s.cfg.Now())
 	case d.result == resultUnknownMAC:
-		level, held = s.limits.level(slog.LevelInfo, d.mac, sourceOf(d, in), s.cfg.Now())
+		level, held = s.limits.level(slog.LevelInfo, stageUnknown, d.mac, sourceOf(d, in), s.cfg.Now())
 	case d.result == resultUUIDMismatch:
-		level, held = s.limits.level(slog.LevelWarn, d.mac, sourceOf(d, in), s.cfg.Now())
+		level, held = s.limits.level(slog.LevelWarn, stageUnknown, d.mac, sourceOf(d, in), s.cfg.Now())
 	case d.result == resultIgnored && d.reason == reasonUntrusted:
-		level, held = s.limits.level(slog.LevelInfo, "", sourceOf(d, in), s.cfg.Now())
+		level, held = s.limits.level(slog.LevelInfo, stageRelay, "", sourceOf(d, in), s.cfg.Now())
 	case d.result == resultIgnored, d.result == resultGateClosed:
 		level = slog.LevelDebug
 	}
@@ -149,8 +167,8 @@ func (s *Server) logDecision(d *decision, in Arrival) {
 	if d.to != nil {
 		attrs = append(attrs, slog.String("to", d.to.String()))
 	}
-	if held > 0 {
-		attrs = append(attrs, slog.Uint64("suppressed", held))
+	if held.Key != "" {
+		attrs = append(attrs, held)
 	}
 	s.log.LogAttrs(ctx, level, "dhcpproxy: decision", attrs...)
 }

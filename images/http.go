@@ -44,7 +44,7 @@ func (s *Set) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	defer f.Close()
 	e := s.files[name]
 	code, sent, err := httpfile.Serve(w, r, f, e.Size, e.etag)
-	level, held := s.logLevel(r.RemoteAddr, slog.LevelInfo)
+	level, held := s.logLevel(r.RemoteAddr, name, slog.LevelInfo)
 	log.Log(r.Context(), level, "served boot file", "file", name, "size", e.Size,
 		"range", redact.Clip(r.Header.Get("Range")), "status", code, "bytes", sent, held)
 	if err != nil {

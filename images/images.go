@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
-	"net/netip"
 	"os"
 	"sort"
 	"sync/atomic"
@@ -70,7 +69,7 @@ type Set struct {
 	roots    []*os.Root
 	files    map[string]*entry
 	defaults map[string]string
-	logs     *ratelimit.Keyed[netip.Addr] // served lines, per client address
+	logs     *ratelimit.Stages // served lines, per client address and file
 }
 
 // entry is a File plus where it lives and what it looked like at load.

@@ -8,22 +8,22 @@ import (
 	"github.com/siteboot/siteboot/internal/ratelimit"
 )
 
-// Log limits for the line every /boot/ request writes: each remote address
-// gets remoteLogBurst lines at Info, then one per remoteLogEvery; the next
-// one says how many were held back, which go to Debug meanwhile.
-const (
-	remoteLogBurst = 10
-	remoteLogEvery = 6 * time.Second
-	remoteLogMax   = 1024
-)
+// The line every /boot/ request writes follows the boot-stage policy of
+// internal/ratelimit: one line at Info per remote address and file a
+// minute (a machine fetching its kernel and initrd writes two, however
+// many range requests it makes), the rest at Debug; the next line let
+// through says how many were held back, and a summary line once a minute
+// counts them all.
+const stageBootFile = "boot_file"
 
-func newLogLimit() *ratelimit.Keyed[netip.Addr] {
-	return ratelimit.NewKeyed[netip.Addr](remoteLogBurst, remoteLogEvery, remoteLogMax)
-}
+func newLogLimit() *ratelimit.Stages { return ratelimit.NewStages(nil) }
 
-// logLevel is the level for a line remote (host:port) caused: want, or
-// Debug past its limit; and the suppressed attribute, empty when none.
-func (s *Set) logLevel(remote string, want slog.Level) (slog.Level, slog.Attr) {
+// logLevel is the level for a line remote (host:port) caused about file:
+// want, or Debug past its limit; and the suppressed attribute, empty when
+// none.
+func (s *Set) logLevel(remote, file string, want slog.Level) (slog.Level, slog.Attr) {
+	now := time.Now()
+	s.logs.SummaryDue(s.log, "boot files: log lines suppressed", now)
 	ap, _ := netip.ParseAddrPort(remote)
-	return s.logs.Level(ap.Addr().Unmap(), time.Now(), want)
+	return s.logs.Level(ap.Addr().Unmap().String()+" "+file, stageBootFile, want, now)
 }

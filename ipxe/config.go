@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/netip"
 	"regexp"
 	"strings"
 	"time"
@@ -106,15 +105,16 @@ type Config struct {
 
 // Server renders scripts and serves them over HTTP.
 type Server struct {
-	cfg     Config
-	log     *slog.Logger
-	base    string // checked cfg.BaseURL, "" when derived per request
-	kernel  image
-	initrd  image
-	cmdline string
-	scripts *prometheus.CounterVec
-	unknown *prometheus.CounterVec
-	logs    *ratelimit.Keyed[netip.Addr] // lines a client causes, per remote address
+	cfg        Config
+	log        *slog.Logger
+	base       string // checked cfg.BaseURL, "" when derived per request
+	kernel     image
+	initrd     image
+	cmdline    string
+	scripts    *prometheus.CounterVec
+	unknown    *prometheus.CounterVec
+	suppressed *prometheus.CounterVec
+	logs       *ratelimit.Stages // lines a client causes, per remote address and stage
 }
 
 // image is a ramdisk file: a URL, or a digest served from the cache.
@@ -140,7 +140,8 @@ func New(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("ipxe: SiteID %q and NodeID %q must be 1-128 of letters, digits and . _ : @ -", cfg.SiteID, cfg.NodeID)
 	}
 	setDefaults(&cfg)
-	s := &Server{cfg: cfg, log: cfg.Logger, logs: ratelimit.NewKeyed[netip.Addr](remoteLogBurst, remoteLogEvery, remoteLogMax)}
+	s := &Server{cfg: cfg, log: cfg.Logger}
+	s.logs = ratelimit.NewStages(func(stage string) { s.suppressed.WithLabelValues(stage).Inc() })
 	if cfg.BaseURL != "" {
 		base, err := checkBaseURL(cfg.BaseURL)
 		if err != nil {

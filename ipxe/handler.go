@@ -38,7 +38,7 @@ func (s *Server) serveBootstrap(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.scripts.WithLabelValues(kindBootstrap).Inc()
-	level, held := s.logLevel(remote, slog.LevelInfo)
+	level, held := s.logLevel(remote, stageBootstrap, slog.LevelInfo)
 	log.Log(context.Background(), level, "ipxe: bootstrap served", "result", kindBootstrap, held)
 	writeScript(w, bootstrapScript(base, s.cfg.Retry))
 }
@@ -66,7 +66,7 @@ func (s *Server) serveScript(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, log, remote, status, kind, msg, err)
 	default:
 		s.scripts.WithLabelValues(out.kind).Inc()
-		level, held := s.logLevel(remote, slog.LevelInfo)
+		level, held := s.logLevel(remote, stageScript, slog.LevelInfo)
 		log.Log(context.Background(), level, "ipxe: script served", "result", out.kind, held)
 		writeScript(w, out.script.GetScript())
 	}
@@ -81,11 +81,11 @@ func (s *Server) serveUnknown(w http.ResponseWriter, log *slog.Logger, remote ne
 	if u.Reason == "" {
 		seen := s.cfg.Discovery != nil && s.cfg.Discovery.Touch(u.MAC, s.cfg.Now())
 		s.unknown.WithLabelValues(strconv.FormatBool(seen)).Inc()
-		level, held := s.logLevel(remote, slog.LevelInfo)
+		level, held := s.logLevel(remote, stageUnknown, slog.LevelInfo)
 		log.Log(context.Background(), level, "ipxe: no live entry; told the machine so", "result", out.kind,
 			"seen_on_dhcp", seen, held)
 	} else {
-		level, held := s.logLevel(remote, slog.LevelWarn)
+		level, held := s.logLevel(remote, stageUnknown, slog.LevelWarn)
 		log.Log(context.Background(), level, "ipxe: the entry's product_uuid pin refused the request; told the machine it is unknown",
 			"result", out.kind, "reason", u.Reason, held)
 	}
@@ -124,7 +124,7 @@ func (s *Server) fail(w http.ResponseWriter, log *slog.Logger, remote netip.Addr
 	if status >= 500 && status != http.StatusServiceUnavailable {
 		level = slog.LevelError
 	}
-	level, held := s.logLevel(remote, level)
+	level, held := s.logLevel(remote, stageRefused, level)
 	log.Log(context.Background(), level, "ipxe: request refused", "result", kind, "status", status, "err", causeOf(err), held)
 	if status == http.StatusServiceUnavailable {
 		w.Header().Set("Retry-After", strconv.FormatInt(seconds(s.cfg.Retry), 10))

@@ -20,10 +20,14 @@ func (s *Server) registerMetrics(reg prometheus.Registerer) error {
 	}, []string{"seen_on_dhcp"})
 	s.unknown.WithLabelValues("true")
 	s.unknown.WithLabelValues("false")
+	s.suppressed = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "siteboot", Subsystem: "ipxe", Name: "log_lines_suppressed_total",
+		Help: "Request lines written at Debug instead of Info or higher by the log limits (one line per client, stage and level a minute), by stage (bootstrap, script, unknown, refused).",
+	}, []string{"stage"})
 	if reg == nil {
 		return nil
 	}
-	for _, c := range []prometheus.Collector{s.scripts, s.unknown} {
+	for _, c := range []prometheus.Collector{s.scripts, s.unknown, s.suppressed} {
 		if err := reg.Register(c); err != nil {
 			return fmt.Errorf("ipxe: metrics: %w", err)
 		}

@@ -3,6 +3,7 @@ package tftpd
 import (
 	"context"
 	"log/slog"
+	"net/netip"
 	"sync"
 	"time"
 
@@ -21,10 +22,17 @@ type logRate struct {
 // counted and its count printed with the next line of that reason (or by
 // flush) as suppressed=N.
 const (
-	// One line per transfer or refusal: a rack's boot storm fits in the
-	// burst; a flood is held to 8 lines a second per result.
-	resultBurst = 64
-	resultEvery = time.Second / 8
+	// Transfers and refusals: one line per client, file and result per
+	// ratelimit.StageWindow (the boot-stage policy: a machine's first stage
+	// writes one line however often it retries), and within this budget
+	// per result in all: a storm of a thousand machines fits in the burst;
+	// a flood from made-up sources is held to 32 lines a second per result.
+	resultBurst = 1024
+	resultEvery = time.Second / 32
+	// The lines held back go to Debug within this budget per result: at
+	// Debug, too, anyone can cause them.
+	repeatBurst = 64
+	repeatEvery = time.Second / 8
 	// Requests dropped unanswered, and listener errors.
 	dropBurst = 16
 	dropEvery = time.Second
@@ -96,10 +104,35 @@ func (l *limitedLog) flush(force bool) {
 	}
 }
 
-// logResult logs a transfer's or refusal's line within resultBurst and
-// resultEvery per result.
-func (s *Server) logResult(log *slog.Logger, level slog.Level, result string, attrs ...any) {
-	s.lim.Log(log, level, result, logRate{resultBurst, resultEvery}, "tftp transfer", attrs...)
+// stageTFTP labels the boot-stage limiter's lines.
+const stageTFTP = "tftp"
+
+// logResult logs a transfer's or refusal's line for client and file: the
+// first per result within ratelimit.StageWindow at level (with
+// suppressed=N for the lines of that key held back before it), within
+// resultBurst and resultEvery per result (suppressed_result=N); every
+// other one at Debug, within repeatBurst and repeatEvery per result.
+func (s *Server) logResult(log *slog.Logger, client netip.AddrPort, file string, level slog.Level, result string, attrs ...any) {
+	ctx := context.Background()
+	if !log.Enabled(ctx, level) {
+		return
+	}
+	lv, held := s.stages.Level(client.Addr().Unmap().String()+" "+result+" "+file, stageTFTP, level, s.now())
+	if lv == level {
+		ok, n := s.lim.buckets(logRate{resultBurst, resultEvery}).Allow(result, s.now())
+		if ok {
+			if held.Key != "" {
+				attrs = append(attrs, held)
+			}
+			if n > 0 {
+				attrs = append(attrs, "suppressed_result", n)
+			}
+			log.Log(ctx, level, "tftp transfer", attrs...)
+			return
+		}
+		s.stages.Held(stageTFTP)
+	}
+	s.lim.Log(log, slog.LevelDebug, result+" (repeat)", logRate{repeatBurst, repeatEvery}, "tftp transfer", attrs...)
 }
 
 // logDrop logs msg within dropBurst and dropEvery per reason.

@@ -10,6 +10,8 @@ import (
 	"net/netip"
 	"sync"
 	"time"
+
+	"github.com/siteboot/siteboot/internal/ratelimit"
 )
 
 // Server is a read-only TFTP server of a Files set.
@@ -17,6 +19,7 @@ type Server struct {
 	cfg    Config
 	log    *slog.Logger
 	lim    *limitedLog
+	stages *ratelimit.Stages // transfer and refusal lines, per client, file and result
 	m      *metrics
 	admit  *admission
 	ifaces *ifaceCache
@@ -41,6 +44,7 @@ func New(cfg Config) (*Server, error) {
 	s := &Server{cfg: cfg, log: cfg.Logger, m: m, now: time.Now,
 		admit: newAdmission(cfg.MaxTransfers, cfg.MaxPerSource, preemptGrace)}
 	s.lim = newLimitedLog(s.log, s.now, func(string) { m.suppressed.Inc() })
+	s.stages = ratelimit.NewStages(func(string) { m.suppressed.Inc() })
 	s.ifaces = newIfaceCache(s.now)
 	return s, nil
 }
@@ -73,6 +77,7 @@ func (s *Server) Serve(ctx context.Context, conn net.PacketConn) error {
 	_ = udp.Close()
 	transfers.Wait()
 	s.lim.flush(true)
+	s.stages.SummaryLine(s.log, "tftp: log lines suppressed")
 	return nil
 }
 
@@ -90,6 +95,7 @@ func (s *Server) watch(ctx context.Context, conn *net.UDPConn, stop <-chan struc
 			return
 		case <-t.C:
 			s.lim.flush(false)
+			s.stages.SummaryDue(s.log, "tftp: log lines suppressed", s.now())
 		}
 	}
 }
@@ -131,12 +137,12 @@ func (s *Server) handle(done <-chan struct{}, l *listener, d datagram, p []byte,
 	}
 	log := s.log.With("remote", d.client.String(), "file", req.name)
 	if req.op == opWRQ {
-		s.refuse(l, d, log, "write", resultRefused, errWrite, errWrite)
+		s.refuse(l, d, req.name, log, "write", resultRefused, errWrite, errWrite)
 		return
 	}
 	name, err := requestName(req.name)
 	if err != nil {
-		s.refuse(l, d, log, "read", resultRefused, err, errAccess)
+		s.refuse(l, d, req.name, log, "read", resultRefused, err, errAccess)
 		return
 	}
 	t, victim, why := s.admit.admit(transferKey{client: d.client, file: req.name}, s.now())
@@ -173,9 +179,9 @@ func (s *Server) preempt(p *preemption, d datagram) {
 
 // refuse answers a request with an ERROR from the listening socket and
 // logs and counts it. err is logged, tell is sent.
-func (s *Server) refuse(l *listener, d datagram, log *slog.Logger, op, result string, err, tell error) {
+func (s *Server) refuse(l *listener, d datagram, file string, log *slog.Logger, op, result string, err, tell error) {
 	s.m.transfers.WithLabelValues(result).Inc()
-	s.logResult(log, slog.LevelInfo, result, "op", op, "result", result, "err", err)
+	s.logResult(log, d.client, file, slog.LevelInfo, result, "op", op, "result", result, "err", err)
 	if werr := l.reply(errorPacket(tell.Error()), d); werr != nil && !errors.Is(werr, net.ErrClosed) {
 		s.logDrop(log, slog.LevelWarn, "reply_error", "tftp reply failed", "err", describe(werr))
 	}

@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"net"
+	"net/netip"
 	"time"
 )
 
@@ -26,13 +27,13 @@ func (s *Server) serveRead(done <-chan struct{}, l *listener, d datagram, log *s
 	f, size, err := s.cfg.Files.Open(name)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		s.refuse(l, d, log, "read", resultNotFound, err, errNotFound)
+		s.refuse(l, d, req.name, log, "read", resultNotFound, err, errNotFound)
 		return
 	case fdExhausted(err):
 		s.drop(log, slog.LevelWarn, dropNoResources, "during", "open file", "err", describe(err))
 		return
 	case err != nil:
-		s.refuse(l, d, log, "read", resultRefused, err, errAccess)
+		s.refuse(l, d, req.name, log, "read", resultRefused, err, errAccess)
 		return
 	}
 	defer f.Close()
@@ -56,7 +57,7 @@ func (s *Server) serveRead(done <-chan struct{}, l *listener, d datagram, log *s
 	if s.admit.wasPreempted(t) {
 		return // its socket was closed under it; counted and logged then
 	}
-	s.finish(log, req, x, start, n, size, err)
+	s.finish(log, d.client, req, x, start, n, size, err)
 }
 
 // blockLimit is the largest blksize for a request that arrived as d:
@@ -84,7 +85,7 @@ func (s *Server) zone(d datagram) string {
 }
 
 // finish logs and counts a transfer that was started.
-func (s *Server) finish(log *slog.Logger, req rqPacket, x *sender, start time.Time, n, size int64, err error) {
+func (s *Server) finish(log *slog.Logger, client netip.AddrPort, req rqPacket, x *sender, start time.Time, n, size int64, err error) {
 	d := s.now().Sub(start)
 	result := classify(err)
 	s.m.transfers.WithLabelValues(result).Inc()
@@ -105,7 +106,7 @@ func (s *Server) finish(log *slog.Logger, req rqPacket, x *sender, start time.Ti
 	if result == resultTimeout || result == resultError {
 		level = slog.LevelWarn
 	}
-	s.logResult(log, level, result, attrs...)
+	s.logResult(log, client, req.name, level, result, attrs...)
 }
 
 // classify maps the error of a started transfer to its result label.

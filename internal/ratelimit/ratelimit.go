@@ -3,7 +3,9 @@
 // bounded, and a key beyond the bound shares one overflow bucket instead
 // of pushing other keys out. The boot path uses it for per-source log
 // lines (Level) and for how fast new machines enter the discovery ledger;
-// Drain reports what a log still owes "suppressed N" lines for.
+// Drain reports what a log still owes "suppressed N" lines for. Once and
+// Stages are the boot-stage log policy: one line per machine and stage per
+// window, in an LRU of bounded size (once.go, stages.go).
 package ratelimit
 
 import (
