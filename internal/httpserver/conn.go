@@ -48,7 +48,17 @@ type conn struct {
 	more     []byte
 	moreErr  error
 	moreStep func(fd uintptr) bool
+	cork     func(fd uintptr) // TCP_CORK on, made once
+	uncork   func(fd uintptr) // TCP_CORK off, made once
 }
+
+// corkAbove is the body length from which SendFileAt corks the socket for
+// the whole response: with TCP_NODELAY each sendfile a socket wakes for
+// sends what little room it has at once, so a client among hundreds gets a
+// run of small segments; corked, the kernel sends only full ones (nginx's
+// tcp_nopush) and the uncork at the end pushes the tail. Below it the head
+// goes with MSG_MORE and the body in one sendfile: no setsockopt.
+const corkAbove = 64 << 10
 
 func newConn(c net.Conn, s *Server) *conn {
 	pc := &conn{Conn: c, s: s}
@@ -59,6 +69,8 @@ func newConn(c net.Conn, s *Server) *conn {
 	}
 	pc.step = pc.sendStep
 	pc.moreStep = pc.sendMore
+	pc.cork = func(fd uintptr) { _ = unix.SetsockoptInt(int(fd), unix.IPPROTO_TCP, unix.TCP_CORK, 1) }
+	pc.uncork = func(fd uintptr) { _ = unix.SetsockoptInt(int(fd), unix.IPPROTO_TCP, unix.TCP_CORK, 0) }
 	return pc
 }
 
@@ -198,6 +210,10 @@ func (c *conn) sendStep(fd uintptr) bool {
 func (c *conn) SendFileAt(head []byte, f *os.File, off, n int64) (int64, error) {
 	if c.raw == nil || n <= 0 {
 		return c.writeThenCopy(head, f, off, n)
+	}
+	if n > corkAbove {
+		_ = c.raw.Control(c.cork)
+		defer c.raw.Control(c.uncork)
 	}
 	c.more, c.moreErr = head, nil
 	c.progress()
