@@ -291,3 +291,54 @@ func TestApplianceSetupOddNames(t *testing.T) {
 		t.Errorf("output does not say 3 files:\n%s", out)
 	}
 }
+
+// mount_data formats nothing when it cannot tell which blank disk is
+// meant, and stops (siteboot with it) on a data disk e2fsck cannot repair,
+// saying what e2fsck said.
+func TestApplianceSetupMountData(t *testing.T) {
+	for _, tc := range []struct {
+		name, label, e2fsckRC string
+		blanks                int
+		wantErr               bool
+		want                  string
+	}{
+		// The mkfs.ext4 stub fails, so formatting shows as an error.
+		{"one blank disk", "", "0", 1, true, "formatting the blank disk " + "DIR/disks/blanka"},
+		{"two blank disks", "", "0", 2, false, "2 blank disks"},
+		{"no disk", "", "0", 0, false, "WARNING: no data disk"},
+		{"labelled, clean", "/dev/vdz", "0", 0, false, "data disk /dev/vdz mounted"},
+		{"labelled, repaired", "/dev/vdz", "1", 0, false, "data disk /dev/vdz mounted"},
+		{"labelled, broken", "/dev/vdz", "4", 0, true, "e2fsck: /dev/vdz: UNEXPECTED INCONSISTENCY"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			stubs(t, dir, "boot", "")
+			disk(t, dir, "boot", "disk", "0", "0", "virtio", "2", "")
+			writeFile(t, filepath.Join(dir, "disks", "boot.parts"), []byte("boot\nboot1\n"))
+			for i := 0; i < tc.blanks; i++ {
+				disk(t, dir, "blank"+string(rune('a'+i)), "disk", "0", "0", "virtio", "2", "")
+			}
+			bin := filepath.Join(dir, "bin")
+			for name, body := range map[string]string{
+				"blkid":   "#!/bin/sh\ncase \"$1\" in -L) [ \"$2\" = siteboot-data ] && [ -n \"" + tc.label + "\" ] && echo " + tc.label + "; exit 0 ;; -p) exit $(cat \"$2.blkid\") ;; esac\nexit 64\n",
+				"findmnt": "#!/bin/sh\ncase \"$*\" in \"-no SOURCE /\") echo " + filepath.Join(dir, "disks", "boot3") + " ;; *) exit 1 ;; esac\n",
+				"e2fsck":  "#!/bin/sh\n[ " + tc.e2fsckRC + " -lt 4 ] || echo \"$2: UNEXPECTED INCONSISTENCY; RUN fsck MANUALLY.\"\nexit " + tc.e2fsckRC + "\n",
+				"chown":   "#!/bin/sh\n",
+				"df":      "#!/bin/sh\necho Size; echo 100G\n",
+			} {
+				writeFile(t, filepath.Join(bin, name), []byte(body))
+				if err := os.Chmod(filepath.Join(bin, name), 0o755); err != nil {
+					t.Fatal(err)
+				}
+			}
+			out, err := runSetup(t, dir, "state=$T/state; mount_data")
+			tc.want = strings.ReplaceAll(tc.want, "DIR", dir)
+			if (err != nil) != tc.wantErr || !strings.Contains(out, tc.want) {
+				t.Errorf("mount_data: err %v (want error: %v), output\n%s\nwant it to hold %q", err, tc.wantErr, out, tc.want)
+			}
+			if tc.blanks != 1 && strings.Contains(out, "mkfs.ext4 stub called") {
+				t.Errorf("mount_data formatted a disk:\n%s", out)
+			}
+		})
+	}
+}
