@@ -342,3 +342,22 @@ func TestApplianceSetupMountData(t *testing.T) {
 		})
 	}
 }
+
+// A .network file that sorts after the image's DHCP default is applied
+// but never matches first; the set-up says so.
+func TestApplianceSetupNetworkOrder(t *testing.T) {
+	dir := t.TempDir()
+	stubs(t, dir, "boot", "/dev/sr0")
+	writeFile(t, filepath.Join(dir, "drive", "network", "10-prov.network"), []byte("[Match]\n"))
+	writeFile(t, filepath.Join(dir, "drive", "network", "provisioning.network"), []byte("[Match]\n"))
+	out, err := runSetup(t, dir, "apply_config")
+	if err != nil {
+		t.Fatalf("apply_config: %v\n%s", err, out)
+	}
+	if !strings.Contains(out, "WARNING: network/provisioning.network sorts after") || strings.Contains(out, "network/10-prov.network sorts") {
+		t.Errorf("want a warning for provisioning.network alone:\n%s", out)
+	}
+	if !strings.Contains(out, "network: 2 systemd-networkd files applied") {
+		t.Errorf("want both files applied:\n%s", out)
+	}
+}
