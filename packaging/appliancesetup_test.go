@@ -361,3 +361,19 @@ func TestApplianceSetupNetworkOrder(t *testing.T) {
 		t.Errorf("want both files applied:\n%s", out)
 	}
 }
+
+// A file too large to be what the drive should hold stops the set-up and
+// leaves the previous siteboot.yaml whole.
+func TestApplianceSetupHugeFile(t *testing.T) {
+	dir := t.TempDir()
+	stubs(t, dir, "boot", "/dev/sr0")
+	writeFile(t, filepath.Join(dir, "etc", "siteboot.yaml"), []byte("old\n"))
+	writeFile(t, filepath.Join(dir, "drive", "siteboot.yaml"), make([]byte, 2<<20))
+	out, err := runSetup(t, dir, "apply_config")
+	if err == nil || !strings.Contains(out, "ERROR: siteboot.yaml on the config drive is 2097152 bytes") {
+		t.Errorf("apply_config of a 2 MiB siteboot.yaml: err %v, output\n%s", err, out)
+	}
+	if got, _ := os.ReadFile(filepath.Join(dir, "etc", "siteboot.yaml")); string(got) != "old\n" {
+		t.Errorf("siteboot.yaml is now %d bytes, want the old one kept", len(got))
+	}
+}
