@@ -220,19 +220,34 @@ func errorLine(err error) string {
 		return err.Error()
 	}
 	msg := st.Message()
-	unreachable := strings.Contains(msg, "connect:") || strings.Contains(msg, "no such file")
+	// The hints are about this client's own connection, whose errors gRPC
+	// makes here and words with these prefixes (and notReady with
+	// "connect:"). A status the appliance sends back can hold the same
+	// words (a follower's forward to the leader over TLS, a relay it cannot
+	// reach, an https origin) and is printed as it is.
+	own := (st.Code() == codes.Unavailable || st.Code() == codes.DeadlineExceeded) &&
+		(strings.HasPrefix(msg, "latest balancer error: ") || strings.HasPrefix(msg, "connection error: ") || strings.HasPrefix(msg, "connect: "))
+	unreachable := own && (strings.Contains(msg, "connect:") || strings.Contains(msg, "no such file"))
 	switch {
-	case strings.Contains(msg, "tls: certificate required") || strings.Contains(msg, "tls: unknown certificate authority") ||
-		strings.Contains(msg, "tls: bad certificate"):
+	case own && (strings.Contains(msg, "tls: certificate required") || strings.Contains(msg, "tls: unknown certificate authority") ||
+		strings.Contains(msg, "tls: bad certificate")):
 		// Go's client offers no certificate the server's CA list does not
 		// name, so a certificate of the wrong CA arrives as none at all.
 		return "the appliance refused the client certificate: " + msg +
 			" (--tls-cert must be issued by a CA in the appliance's admin.tls.client_ca)"
-	case strings.Contains(msg, "x509: certificate signed by unknown authority"):
+	case own && strings.HasPrefix(msg, "latest balancer error: write tcp ") &&
+		(strings.HasSuffix(msg, ": broken pipe") || strings.HasSuffix(msg, ": connection reset by peer")):
+		// Under TLS 1.3 the client's handshake ends before the server has
+		// checked its certificate; the client writes at once, and when the
+		// server has refused it and closed, the reset can overtake the alert.
+		// Over TCP every connection is mutual TLS, so this is the likely cause.
+		return "the appliance closed the connection right after the TLS handshake: " + msg +
+			" (most likely it refused the client certificate: --tls-cert must be issued by a CA in the appliance's admin.tls.client_ca)"
+	case own && strings.Contains(msg, "x509: certificate signed by unknown authority"):
 		return "the appliance's certificate is not trusted: " + msg + " (--tls-ca must hold the CA that issued admin.tls.cert)"
-	case strings.Contains(msg, "x509: certificate is valid for") || strings.Contains(msg, "x509: cannot validate certificate"):
+	case own && (strings.Contains(msg, "x509: certificate is valid for") || strings.Contains(msg, "x509: cannot validate certificate")):
 		return "the appliance's certificate does not name the address dialled: " + msg + " (dial an address its certificate names)"
-	case unreachable && (st.Code() == codes.Unavailable || st.Code() == codes.DeadlineExceeded):
+	case unreachable:
 		return "cannot reach the appliance: " + msg + " (is 'siteboot serve' running? see --socket / SITEBOOT_SOCKET)"
 	case st.Code() == codes.DeadlineExceeded:
 		return "the appliance did not answer in time: " + msg
