@@ -157,8 +157,10 @@ func (o *clientOptions) flagOrEnv(flag, name string) string {
 }
 
 func (o *clientOptions) target() (string, credentials.TransportCredentials, error) {
+	// Flags before the environment: an explicit --socket wins over an
+	// exported SITEBOOT_SERVER, as --server wins over SITEBOOT_SOCKET.
 	server := o.server
-	if server == "" {
+	if server == "" && o.socket == "" {
 		server, _ = o.getenv("SITEBOOT_SERVER")
 	}
 	if server == "" {

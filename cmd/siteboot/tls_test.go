@@ -11,6 +11,7 @@ import (
 	"github.com/siteboot/siteboot/internal/testpki"
 	"net"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -56,9 +57,16 @@ func TestAdminOverMutualTLS(t *testing.T) {
 		"SITEBOOT_TLS_CERT": writeFile(t, dir, "cli-env.pem", cliCert), "SITEBOOT_TLS_KEY": writeFile(t, dir, "cli-env.key", cliKey)}
 	var envOut, envErr bytes.Buffer
 	root := newRootCmd(&envOut, &envErr, func(k string) (string, bool) { v, ok := env[k]; return v, ok })
-	root.SetArgs([]string{"--socket", "/nonexistent.sock", "status"})
+	root.SetArgs([]string{"status"})
 	if err := root.ExecuteContext(context.Background()); err != nil || !strings.Contains(envOut.String(), "active=true") {
 		t.Fatalf("status with SITEBOOT_SERVER and SITEBOOT_TLS_*: %v %q %q", err, envOut.String(), envErr.String())
+	}
+	// An explicit --socket beats the exported SITEBOOT_SERVER.
+	envOut.Reset()
+	root = newRootCmd(&envOut, &envErr, func(k string) (string, bool) { v, ok := env[k]; return v, ok })
+	root.SetArgs([]string{"--socket", filepath.Join(dir, "absent.sock"), "--timeout", "1s", "status"})
+	if err := root.ExecuteContext(context.Background()); err == nil || strings.Contains(errorLine(err), cfg.Admin.TCPListen) {
+		t.Fatalf("--socket with SITEBOOT_SERVER exported went to %s: %v", cfg.Admin.TCPListen, err)
 	}
 
 	// Without a client certificate the handshake is refused.
