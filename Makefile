@@ -9,8 +9,14 @@ BUF_VERSION := v1.75.0
 PROTOC_GEN_GO_VERSION := v1.36.12
 PROTOC_GEN_GO_GRPC_VERSION := v1.6.2
 
-VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
-COMMIT ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
+# Each is worked out once per make run (:=, not a recursive ?=): a commit
+# made while `make release` runs must not give its artefacts two versions.
+ifeq ($(origin VERSION),undefined)
+VERSION := $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+endif
+ifeq ($(origin COMMIT),undefined)
+COMMIT := $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
+endif
 LDFLAGS := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 
 .PHONY: help build gen gen-check lint test test-short fuzz deps tools clean
@@ -28,8 +34,12 @@ DIST ?= dist
 # Packages: the Debian version comes from git (packaging/deb/version: a
 # checkout without tags is 0.0.0~git<commit time>.<hash>); file times and
 # man page dates from the commit, so a rebuild of one commit is the same.
-DEB_VERSION ?= $(shell ./packaging/deb/version $(VERSION) 2>/dev/null || echo 0.0.0~dev)
-SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || date +%s)
+ifeq ($(origin DEB_VERSION),undefined)
+DEB_VERSION := $(shell ./packaging/deb/version $(VERSION) 2>/dev/null || echo 0.0.0~dev)
+endif
+ifeq ($(origin SOURCE_DATE_EPOCH),undefined)
+SOURCE_DATE_EPOCH := $(shell git log -1 --format=%ct 2>/dev/null || date +%s)
+endif
 
 static: ## build dist/siteboot: static, stripped, with version and commit
 	mkdir -p $(DIST)
@@ -51,7 +61,9 @@ container: static ## image localhost/siteboot:VERSION (podman), dist/siteboot-VE
 # The appliance VM image (packaging/appliance): Debian 12 with the .deb
 # installed, GRUB for BIOS and UEFI, raw and qcow2. Needs root; the Debian
 # root is cached (~/.cache/siteboot/appliance, or $$SITEBOOT_CACHE).
-DEB_ARCH ?= $(shell dpkg --print-architecture 2>/dev/null || echo amd64)
+ifeq ($(origin DEB_ARCH),undefined)
+DEB_ARCH := $(shell dpkg --print-architecture 2>/dev/null || echo amd64)
+endif
 APPLIANCE ?= $(DIST)/siteboot-appliance-$(CONTAINER_TAG)
 
 appliance: deb ## VM image dist/siteboot-appliance-VERSION.{raw,qcow2} (needs root)
