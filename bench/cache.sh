@@ -77,15 +77,6 @@ record() { local IFS=$'\t'; printf '%s\t%s\n' "$ROUND" "$*" >> "$OUT/results.tsv
 
 now() { date +%s.%N; }
 
-# cpu_ticks PID: utime+stime in clock ticks of PID and, for nginx, of the
-# workers it forked (live children are not in the parent's counters).
-cpu_ticks() {
-  local pid=$1 kids
-  kids=$(cat /proc/"$pid"/task/*/children 2>/dev/null || true)
-  # shellcheck disable=SC2086
-  for p in $pid $kids; do cat "/proc/$p/stat"; done | awk '{sub(/^.*\) /, ""); t += $12 + $13} END {print t}'
-}
-
 # io_field PID NAME: one counter of /proc/PID/io.
 io_field() { awk -v k="$2:" '$1 == k {print $2}' "/proc/$1/io"; }
 

@@ -1,5 +1,5 @@
 # bench/lib.sh: the benchmark LAN, built the way internal/netlab builds it.
-# Source it; it defines lab_up, lab_down, in_ns, start_bg, stop_bg.
+# Source it; it defines lab_up, lab_down, in_ns, start_bg, stop_bg, cpu_ticks.
 #
 # Names: "sbt-" + 6 hex digits, a lock /run/sbt-netlab/<id>.lock held (flock
 # on fd 9) while the lab lives, so netlab.CleanupStale and parallel runs
@@ -84,6 +84,15 @@ lab_down() {
   exec 9>&-
   echo "lab $LAB_ID removed" >&2
   LAB_ID=""
+}
+
+# cpu_ticks PID: utime+stime in clock ticks of PID and, for nginx, of the
+# workers it forked (live children are not in the parent's counters).
+cpu_ticks() {
+  local pid=$1 kids
+  kids=$(cat /proc/"$pid"/task/*/children 2>/dev/null || true)
+  # shellcheck disable=SC2086
+  for p in $pid $kids; do cat "/proc/$p/stat"; done | awk '{sub(/^.*\) /, ""); t += $12 + $13} END {print t}'
 }
 
 # wait_for_file FILE TEXT SECONDS: wait until FILE contains TEXT.

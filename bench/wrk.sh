@@ -78,13 +78,6 @@ preflight() {
 
 record() { local IFS=$'\t'; printf '%s\n' "$*" >> "$OUT/results.tsv"; }
 
-cpu_ticks() {
-  local pid=$1 kids
-  kids=$(cat /proc/"$pid"/task/*/children 2>/dev/null || true)
-  # shellcheck disable=SC2086
-  for p in $pid $kids; do cat "/proc/$p/stat"; done | awk '{sub(/^.*\) /, ""); t += $12 + $13} END {print t}'
-}
-
 nginx_conf() {
   cat <<CONF
 daemon off;

@@ -1,5 +1,9 @@
 package httpproxy
 
+// This file is the fixture's target server, not a test of its own: it
+// records what each request looked like and serves the paths the tests in
+// proxy_test.go and the others ask for; those tests assert on what it saw.
+
 import (
 	"fmt"
 	"io"
