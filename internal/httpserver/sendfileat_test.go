@@ -133,3 +133,28 @@ func TestSendFileAtAllocatesNothing(t *testing.T) {
 		t.Errorf("%v allocations per response, want 0", allocs)
 	}
 }
+
+// A file shorter than the range asked for (truncated under the cache)
+// ends SendFileAt with an error, small range and corked large one: a nil
+// error would let the caller keep the connection alive after a body
+// shorter than its Content-Length, and the client would read the next
+// response as body.
+func TestSendFileAtShortFileIsAnError(t *testing.T) {
+	s, err := New(Config{ProgressTimeout: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, _ := patterned(t, 1<<20)
+	for _, n := range []int64{4096, 2 << 20} {
+		c, client := pair(t, s)
+		go func() { _, _ = io.Copy(io.Discard, client) }()
+		off := int64(1<<20) - 100
+		got, err := c.SendFileAt([]byte("HTTP/1.1 200 OK\r\n\r\n"), f, off, n)
+		if err == nil {
+			t.Fatalf("SendFileAt(off %d, n %d) past the file's end = %d, nil; want an error", off, n, got)
+		}
+		if got != 100 {
+			t.Fatalf("SendFileAt past the end sent %d; want the 100 bytes there are", got)
+		}
+	}
+}
