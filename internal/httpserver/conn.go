@@ -91,6 +91,20 @@ func (c *conn) CloseWrite() error {
 	return nil
 }
 
+// SetWriteDeadline sets the write deadline until the next write, which
+// sets its own: the deadline progress remembers is forgotten, or its skip
+// would keep the caller's (a cleared one included) for a whole response.
+func (c *conn) SetWriteDeadline(t time.Time) error {
+	c.deadline.Store(0) // never skipped: want is at least ProgressTimeout
+	return c.Conn.SetWriteDeadline(t)
+}
+
+// SetDeadline is SetReadDeadline and SetWriteDeadline in one.
+func (c *conn) SetDeadline(t time.Time) error {
+	c.deadline.Store(0) // never skipped: want is at least ProgressTimeout
+	return c.Conn.SetDeadline(t)
+}
+
 // progress moves the write deadline to ProgressTimeout from now. It skips
 // the update while the deadline set last is within a sixteenth of that,
 // so a run of small writes costs a clock read each, not a timer update.
