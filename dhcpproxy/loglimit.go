@@ -81,6 +81,11 @@ func (l logLimits) level(want slog.Level, stage, mac string, src logSource, now 
 	}
 	ok, held := l.perSource.Allow(src, now)
 	if !ok {
+		if mac != "" {
+			// Not written: the machine's line of the window is still owed
+			// (a flood of random MACs from its source must not spend it).
+			l.stages.Unlog(mac, stage, want)
+		}
 		l.stages.Held(stage)
 		return slog.LevelDebug, slog.Attr{}
 	}

@@ -117,7 +117,8 @@ func (s *Server) logResult(log *slog.Logger, client netip.AddrPort, file string,
 	if !log.Enabled(ctx, level) {
 		return
 	}
-	lv, held := s.stages.Level(client.Addr().Unmap().String()+" "+result+" "+file, stageTFTP, level, s.now())
+	key := client.Addr().Unmap().String() + " " + result + " " + file
+	lv, held := s.stages.Level(key, stageTFTP, level, s.now())
 	if lv == level {
 		ok, n := s.lim.buckets(logRate{resultBurst, resultEvery}).Allow(result, s.now())
 		if ok {
@@ -130,6 +131,9 @@ func (s *Server) logResult(log *slog.Logger, client netip.AddrPort, file string,
 			log.Log(ctx, level, "tftp transfer", attrs...)
 			return
 		}
+		// Not written: the key's line of the window is still owed (a
+		// flood from other addresses must not spend it).
+		s.stages.Unlog(key, stageTFTP, level)
 		s.stages.Held(stageTFTP)
 	}
 	s.lim.Log(log, slog.LevelDebug, result+" (repeat)", logRate{repeatBurst, repeatEvery}, "tftp transfer", attrs...)

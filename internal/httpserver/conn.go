@@ -91,6 +91,20 @@ func (c *conn) CloseWrite() error {
 	return nil
 }
 
+// SetWriteDeadline sets the write deadline until the next write, which
+// sets its own: the deadline progress remembers is forgotten, or its skip
+// would keep the caller's (a cleared one included) for a whole response.
+func (c *conn) SetWriteDeadline(t time.Time) error {
+	c.deadline.Store(0) // never skipped: want is at least ProgressTimeout
+	return c.Conn.SetWriteDeadline(t)
+}
+
+// SetDeadline is SetReadDeadline and SetWriteDeadline in one.
+func (c *conn) SetDeadline(t time.Time) error {
+	c.deadline.Store(0) // never skipped: want is at least ProgressTimeout
+	return c.Conn.SetDeadline(t)
+}
+
 // progress moves the write deadline to ProgressTimeout from now. It skips
 // the update while the deadline set last is within a sixteenth of that,
 // so a run of small writes costs a clock read each, not a timer update.
@@ -235,11 +249,21 @@ func (c *conn) SendFileAt(head []byte, f *os.File, off, n int64) (int64, error) 
 	case sent == 0 && (errors.Is(serr, unix.EINVAL) || errors.Is(serr, unix.ENOSYS) || errors.Is(serr, unix.EOPNOTSUPP)):
 		// The head is queued with MSG_MORE; the copy's writes follow it.
 		m, err := io.Copy(writerOnly{c}, io.NewSectionReader(f, off, n))
-		return m, err
+		return m, shortIf(m, n, err)
 	case serr != nil:
 		return sent, os.NewSyscallError("sendfile", serr)
 	}
-	return sent, nil
+	return sent, shortIf(sent, n, nil)
+}
+
+// shortIf is err, or io.ErrUnexpectedEOF when the file ended before the n
+// bytes the head promised: the caller must then drop the connection, not
+// keep it alive after a body shorter than its Content-Length.
+func shortIf(sent, n int64, err error) error {
+	if err == nil && sent < n {
+		return io.ErrUnexpectedEOF
+	}
+	return err
 }
 
 // writeThenCopy is SendFileAt without a descriptor.
@@ -250,7 +274,8 @@ func (c *conn) writeThenCopy(head []byte, f *os.File, off, n int64) (int64, erro
 	if n <= 0 {
 		return 0, nil
 	}
-	return io.Copy(writerOnly{c}, io.NewSectionReader(f, off, n))
+	m, err := io.Copy(writerOnly{c}, io.NewSectionReader(f, off, n))
+	return m, shortIf(m, n, err)
 }
 
 // sendMore is the body of SendFileAt's head loop, as sendStep is of the

@@ -133,3 +133,67 @@ func TestSendFileAtAllocatesNothing(t *testing.T) {
 		t.Errorf("%v allocations per response, want 0", allocs)
 	}
 }
+
+// A file shorter than the range asked for (truncated under the cache)
+// ends SendFileAt with an error, small range and corked large one: a nil
+// error would let the caller keep the connection alive after a body
+// shorter than its Content-Length, and the client would read the next
+// response as body.
+func TestSendFileAtShortFileIsAnError(t *testing.T) {
+	s, err := New(Config{ProgressTimeout: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, _ := patterned(t, 1<<20)
+	for _, n := range []int64{4096, 2 << 20} {
+		c, client := pair(t, s)
+		go func() { _, _ = io.Copy(io.Discard, client) }()
+		off := int64(1<<20) - 100
+		got, err := c.SendFileAt([]byte("HTTP/1.1 200 OK\r\n\r\n"), f, off, n)
+		if err == nil {
+			t.Fatalf("SendFileAt(off %d, n %d) past the file's end = %d, nil; want an error", off, n, got)
+		}
+		if got != 100 {
+			t.Fatalf("SendFileAt past the end sent %d; want the 100 bytes there are", got)
+		}
+	}
+}
+
+// A caller's SetWriteDeadline (or SetDeadline) lasts only until the next
+// write: one that clears the deadline right after a write must not leave
+// the next response to a client that stops reading without the progress
+// timeout (progress skips a deadline it believes is recent).
+func TestSendFileAtProgressAfterCallerDeadline(t *testing.T) {
+	s, err := New(Config{ProgressTimeout: 300 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, _ := patterned(t, 64<<20)
+	for _, clear := range []func(c *conn) error{
+		func(c *conn) error { return c.SetWriteDeadline(time.Time{}) },
+		func(c *conn) error { return c.SetDeadline(time.Time{}) },
+	} {
+		c, _ := pair(t, s)
+		if _, err := c.Write([]byte("x")); err != nil {
+			t.Fatal(err)
+		}
+		if err := clear(c); err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error, 1)
+		go func() {
+			_, err := c.SendFileAt([]byte("HTTP/1.1 200 OK\r\n\r\n"), f, 0, 64<<20)
+			done <- err
+		}()
+		select {
+		case err := <-done:
+			if !errors.Is(err, os.ErrDeadlineExceeded) {
+				t.Fatalf("SendFileAt to a client that reads nothing = %v; want a deadline error", err)
+			}
+		case <-time.After(5 * time.Second):
+			c.Close()
+			<-done
+			t.Fatal("SendFileAt to a client that reads nothing ran on past 5 s after a cleared deadline")
+		}
+	}
+}

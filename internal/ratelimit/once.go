@@ -96,6 +96,18 @@ func (o *Once[K]) Allow(key K, now time.Time) (ok bool, held uint64) {
 	return true, 0
 }
 
+// Forget drops key, so that its next call is let through as a first one:
+// for a call let through here whose line another limit then held back,
+// which must not count as the key's one line of the window.
+func (o *Once[K]) Forget(key K) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if n := o.nodes[key]; n != nil {
+		o.unlink(n)
+		delete(o.nodes, key)
+	}
+}
+
 // Level is the level of a line keyed by key: want when Allow lets it
 // through, Debug otherwise; and the attribute suppressed=N for the lines
 // held back since key's last one (empty, which slog leaves out, when none).

@@ -70,6 +70,14 @@ func (s *Stages) Level(id, stage string, want slog.Level, now time.Time) (slog.L
 	return want, slog.Attr{}
 }
 
+// Unlog undoes the Level call of id in stage at want that let a line
+// through which another limit (a per-source budget) then held back: the
+// machine's next line of the stage is its first again, not silenced for
+// the rest of the window.
+func (s *Stages) Unlog(id, stage string, want slog.Level) {
+	s.once.Forget(stageKey{id: id, stage: stage, level: want})
+}
+
 // Held counts a line of stage held back, here or by another limit the
 // caller applies (a per-source budget), for the metric and the summary.
 func (s *Stages) Held(stage string) {
