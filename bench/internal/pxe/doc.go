@@ -1,6 +1,7 @@
 // Package pxe is the client side of PXE DHCP that siteboot's load
 // generators share (bench/dhcpload, bench/storm): building DHCPDISCOVERs
-// as PXE firmware and iPXE send them, decoding the replies, the client
-// socket options and the generated MAC lists. It holds no state; each
-// generator runs its own loop around it.
+// and the DHCPREQUESTs to a proxy's port 4011 as PXE firmware and iPXE
+// send them, decoding the replies (option 43's PXE sub-options included),
+// the client socket options and the generated MAC lists. It holds no
+// state; each generator runs its own loop around it.
 package pxe
