@@ -5,30 +5,38 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"os"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/siteboot/siteboot/bench/internal/pxe"
+	"golang.org/x/net/ipv4"
 )
 
 // dhcpMux shares one DHCP client socket among all machines: firmware of
 // many machines on one LAN all listen on UDP 68 and tell their replies
-// apart by xid and chaddr, and so does this.
+// apart by xid and chaddr, and so does this. A second socket, on 4011,
+// is where firmware's requests to a proxy's or boot server's port 4011 go
+// from and are answered to, as edk2 binds that port for them; replies on
+// either socket go to the machine that waits on their xid.
 type dhcpMux struct {
-	conn   net.PacketConn
-	target net.Addr
+	conn    *ipv4.PacketConn // UDP 68
+	pxeConn *ipv4.PacketConn // UDP 4011; nil: requests go from conn
+	target  net.Addr         // where DISCOVERs go
 
 	mu      sync.Mutex
 	waiters map[uint32]waiter
+	local   map[netip.Addr]netip.Addr // by server: the address the kernel sends to it from
 
 	sent, retransmits, replies     atomic.Uint64
+	requests                       atomic.Uint64
 	malformed, unmatched, wrongMAC atomic.Uint64
 	dropped, readErrors            atomic.Uint64
 	sendErrors                     atomic.Uint64
 	stopping                       atomic.Bool
-	done                           chan struct{}
+	done                           sync.WaitGroup
 }
 
 type waiter struct {
@@ -36,10 +44,11 @@ type waiter struct {
 	ch  chan pxe.Reply
 }
 
-// DHCPStats is what the shared socket saw.
+// DHCPStats is what the shared sockets saw.
 type DHCPStats struct {
 	Sent        uint64 `json:"sent"`
 	Retransmits uint64 `json:"retransmits"`
+	Requests    uint64 `json:"requests"` // of Sent, requests to a port 4011, retransmits included
 	Replies     uint64 `json:"replies"`
 	Malformed   uint64 `json:"malformed"`
 	Unmatched   uint64 `json:"unmatched"` // no machine waits on that xid (late or duplicate answers)
@@ -49,30 +58,38 @@ type DHCPStats struct {
 	ReadErrors  uint64 `json:"read_errors"`
 }
 
-func newDHCPMux(conn net.PacketConn, target net.Addr) *dhcpMux {
-	m := &dhcpMux{conn: conn, target: target, waiters: make(map[uint32]waiter), done: make(chan struct{})}
-	go m.receive()
+// newDHCPMux receives on conn and, when it is not nil, pxeConn.
+func newDHCPMux(conn, pxeConn net.PacketConn, target net.Addr) *dhcpMux {
+	m := &dhcpMux{conn: ipv4.NewPacketConn(conn), target: target, waiters: make(map[uint32]waiter),
+		local: make(map[netip.Addr]netip.Addr)}
+	m.done.Go(func() { m.receive(m.conn) })
+	if pxeConn != nil {
+		m.pxeConn = ipv4.NewPacketConn(pxeConn)
+		m.done.Go(func() { m.receive(m.pxeConn) })
+	}
 	return m
 }
 
-// close stops the receiver; the caller closes the socket afterwards.
+// close stops the receivers; the caller closes the sockets afterwards.
 func (m *dhcpMux) close() {
 	m.stopping.Store(true)
 	_ = m.conn.SetReadDeadline(time.Now())
-	<-m.done
+	if m.pxeConn != nil {
+		_ = m.pxeConn.SetReadDeadline(time.Now())
+	}
+	m.done.Wait()
 }
 
 func (m *dhcpMux) stats() DHCPStats {
-	return DHCPStats{Sent: m.sent.Load(), Retransmits: m.retransmits.Load(), Replies: m.replies.Load(),
+	return DHCPStats{Sent: m.sent.Load(), Retransmits: m.retransmits.Load(), Requests: m.requests.Load(), Replies: m.replies.Load(),
 		Malformed: m.malformed.Load(), Unmatched: m.unmatched.Load(), WrongMAC: m.wrongMAC.Load(),
 		Dropped: m.dropped.Load(), SendErrors: m.sendErrors.Load(), ReadErrors: m.readErrors.Load()}
 }
 
-func (m *dhcpMux) receive() {
-	defer close(m.done)
+func (m *dhcpMux) receive(conn *ipv4.PacketConn) {
 	buf := make([]byte, 2048)
 	for {
-		n, _, err := m.conn.ReadFrom(buf)
+		n, _, _, err := conn.ReadFrom(buf)
 		switch {
 		case err == nil:
 			m.deliver(buf[:n])
@@ -110,36 +127,71 @@ func (m *dhcpMux) deliver(pkt []byte) {
 	}
 }
 
-// errNoOffer is a DISCOVER exchange that ran out of retransmits.
-var errNoOffer = errors.New("no proxy offer")
+// errNoOffer is a DISCOVER exchange that ran out of retransmits, and
+// errNoAck a request to a port 4011 that did.
+var (
+	errNoOffer = errors.New("no proxy offer")
+	errNoAck   = errors.New("no ACK")
+)
 
-// exchange sends pkt (a DISCOVER with xid) and retransmits it after each
-// of timeouts, as firmware does, until accept takes a reply or the
-// timeouts run out. It returns the reply and the retransmits it needed.
-func (m *dhcpMux) exchange(ctx context.Context, pkt []byte, xid uint32, mac [6]byte,
-	timeouts []time.Duration, accept func(pxe.Reply) bool) (pxe.Reply, int, error) {
+// dhcpTx is one exchange of a machine: a packet sent and sent again after
+// each timeout until a reply is accepted.
+type dhcpTx struct {
+	pkt      []byte // with xid in place
+	xid      uint32
+	mac      [6]byte
+	dst      net.Addr   // nil: the -dhcp-server target
+	src      netip.Addr // the source address to send from; invalid: the kernel's choice
+	request  bool       // a request to a port 4011 (counted apart)
+	fromPXE  bool       // from the 4011 socket, when there is one (edk2)
+	timeouts []time.Duration
+	accept   func(pxe.Reply) bool
+	// what names the sends in the error ("DISCOVERs"), noReply is the
+	// error it wraps, and ignored names the replies accept refused.
+	what, ignored string
+	noReply       error
+}
+
+// exchange runs tx, as firmware does: it sends, waits the next timeout,
+// sends again, until accept takes a reply or the timeouts run out. It
+// returns the reply and the retransmits it needed.
+func (m *dhcpMux) exchange(ctx context.Context, tx dhcpTx) (pxe.Reply, int, error) {
 	ch := make(chan pxe.Reply, 8)
 	m.mu.Lock()
-	if _, dup := m.waiters[xid]; dup {
+	if _, dup := m.waiters[tx.xid]; dup {
 		m.mu.Unlock()
-		return pxe.Reply{}, 0, fmt.Errorf("xid %08x already in use", xid)
+		return pxe.Reply{}, 0, fmt.Errorf("xid %08x already in use", tx.xid)
 	}
-	m.waiters[xid] = waiter{mac: mac, ch: ch}
+	m.waiters[tx.xid] = waiter{mac: tx.mac, ch: ch}
 	m.mu.Unlock()
 	defer func() {
 		m.mu.Lock()
-		delete(m.waiters, xid)
+		delete(m.waiters, tx.xid)
 		m.mu.Unlock()
 	}()
+	conn, dst := m.conn, tx.dst
+	if tx.fromPXE && m.pxeConn != nil {
+		conn = m.pxeConn
+	}
+	if dst == nil {
+		dst = m.target
+	}
+	var cm *ipv4.ControlMessage
+	if tx.src.IsValid() {
+		cm = &ipv4.ControlMessage{Src: tx.src.AsSlice()}
+	}
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	var others int
-	for try, d := range timeouts {
-		if _, err := m.conn.WriteTo(pkt, m.target); err != nil {
+	for try, d := range tx.timeouts {
+		if _, err := conn.WriteTo(tx.pkt, cm, dst); err != nil {
 			m.sendErrors.Add(1)
-			return pxe.Reply{}, try, fmt.Errorf("send to %s: %w", m.target, err)
+			return pxe.Reply{}, try, fmt.Errorf("send to %s: %w", dst, err)
 		}
 		m.sent.Add(1)
+		if tx.request {
+			m.requests.Add(1)
+		}
 		if try > 0 {
 			m.retransmits.Add(1)
 		}
@@ -148,7 +200,7 @@ func (m *dhcpMux) exchange(ctx context.Context, pkt []byte, xid uint32, mac [6]b
 		for {
 			select {
 			case rep := <-ch:
-				if accept(rep) {
+				if tx.accept(rep) {
 					return rep, try, nil
 				}
 				others++
@@ -160,8 +212,35 @@ func (m *dhcpMux) exchange(ctx context.Context, pkt []byte, xid uint32, mac [6]b
 		}
 	}
 	total := time.Duration(0)
-	for _, d := range timeouts {
+	for _, d := range tx.timeouts {
 		total += d
 	}
-	return pxe.Reply{}, len(timeouts) - 1, fmt.Errorf("%w after %d DISCOVERs in %v (%d other replies)", errNoOffer, len(timeouts), total, others)
+	ignored := tx.ignored
+	if ignored == "" {
+		ignored = "other replies"
+	}
+	return pxe.Reply{}, len(tx.timeouts) - 1, fmt.Errorf("%w after %d %s in %v (%d %s)", tx.noReply, len(tx.timeouts), tx.what, total, others, ignored)
+}
+
+// localAddr is the address the kernel sends to server from: the own
+// address of a machine without one of -src-ips, which its requests
+// name as ciaddr. It is looked up once per server.
+func (m *dhcpMux) localAddr(server netip.Addr) (netip.Addr, error) {
+	m.mu.Lock()
+	a, ok := m.local[server]
+	m.mu.Unlock()
+	if ok {
+		return a, nil
+	}
+	// A UDP "connection" sends nothing; it only asks for the route.
+	c, err := net.DialUDP("udp4", nil, net.UDPAddrFromAddrPort(netip.AddrPortFrom(server, pxe.PXEPort)))
+	if err != nil {
+		return netip.Addr{}, fmt.Errorf("no route to %s: %w", server, err)
+	}
+	a = c.LocalAddr().(*net.UDPAddr).AddrPort().Addr().Unmap()
+	_ = c.Close()
+	m.mu.Lock()
+	m.local[server] = a
+	m.mu.Unlock()
+	return a, nil
 }

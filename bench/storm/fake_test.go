@@ -18,12 +18,15 @@ import (
 
 // fakeSite is a boot server on loopback, written for these tests so that
 // each step can be made to fail: a proxyDHCP that answers on the port it
-// was asked on (the 4011 behaviour), a lock-step TFTP server and an HTTP
-// server with /boot.ipxe, /ipxe, a kernel and an initrd.
+// was asked on, its "port 4011" (an ephemeral port: -pxe-port) that
+// answers requests after offers without a boot file, as dnsmasq does, a
+// lock-step TFTP server and an HTTP server with /boot.ipxe, /ipxe, a
+// kernel and an initrd.
 type fakeSite struct {
 	faults faults
 
 	dhcp   net.PacketConn
+	pxe    net.PacketConn // the "4011" port
 	tftp   net.PacketConn
 	http   *httptest.Server
 	wg     sync.WaitGroup
@@ -33,6 +36,7 @@ type fakeSite struct {
 
 	mu         sync.Mutex
 	discovers  map[string][]discoverSeen // by MAC
+	requests   map[string][]requestSeen  // by MAC, at the "4011" port
 	tftpSrcs   map[string]int            // transfer source IPs
 	ipxeQuery  []string                  // /ipxe query strings
 	ackDropped int
@@ -42,6 +46,17 @@ type discoverSeen struct {
 	Class, UserClass string
 	Arch             uint16
 	UUID             []byte
+	XID              uint32
+}
+
+// requestSeen is a DHCPREQUEST at the "4011" port.
+type requestSeen struct {
+	discoverSeen
+	From, Ciaddr string // the source address and ciaddr
+	FromPort     int
+	ServerID     string // option 54
+	Vendor       []byte // option 43
+	Broadcast    bool
 }
 
 // faults make the fake site misbehave.
@@ -55,15 +70,37 @@ type faults struct {
 	NoIPXEOffer     bool // iPXE's DISCOVERs get no answer
 	WantSrcPrefix   string
 	RequireIPXEVars bool // /ipxe refuses a query without mac, uuid, buildarch, platform
+	// Dnsmasq makes the firmware offers name no file, as dnsmasq's with
+	// one pxe-service per architecture: BIOS a menu item (type 0x8000)
+	// and its boot server, UEFI a next server and nothing else. The
+	// "4011" port names the file. Without it the offers are siteboot's:
+	// the file and discovery control 8.
+	Dnsmasq bool
+	// IPXEProxy makes iPXE's offer name neither next server nor file, so
+	// that iPXE asks the "4011" port, which names the script.
+	IPXEProxy bool
+	// IPXEAckNoSiaddr: that answer names the script but no next server,
+	// as dnsmasq's to a dhcp-boot without a server address.
+	IPXEAckNoSiaddr bool
+	// IPXEMenu makes iPXE's offer a PXE menu (type 0x8000 at the "4011"
+	// port), as dnsmasq's with a pxe-service for iPXE's tag: BIOS iPXE
+	// asks for the item, EFI iPXE cannot.
+	IPXEMenu     bool
+	NoItemEcho   bool // the "4011" port's ACKs leave out sub-option 71
+	DropRequests int  // ignore the first n requests of every MAC at the "4011" port
+	NoACK        bool // the "4011" port answers nothing
 }
 
 func startFakeSite(t *testing.T, f faults) *fakeSite {
 	t.Helper()
-	s := &fakeSite{faults: f, discovers: map[string][]discoverSeen{}, tftpSrcs: map[string]int{},
+	s := &fakeSite{faults: f, discovers: map[string][]discoverSeen{}, requests: map[string][]requestSeen{}, tftpSrcs: map[string]int{},
 		files:  map[string][]byte{"undionly.kpxe": blob(70_000+3, 1), "ipxe.efi": blob(1468*3, 2)},
 		kernel: blob(300_000, 3), initrd: blob(1_000_000, 4)}
 	var err error
 	if s.dhcp, err = net.ListenPacket("udp4", "127.0.0.1:0"); err != nil {
+		t.Fatal(err)
+	}
+	if s.pxe, err = net.ListenPacket("udp4", "127.0.0.1:0"); err != nil {
 		t.Fatal(err)
 	}
 	if s.tftp, err = net.ListenPacket("udp4", "127.0.0.1:0"); err != nil {
@@ -71,10 +108,12 @@ func startFakeSite(t *testing.T, f faults) *fakeSite {
 	}
 	s.http = httptest.NewServer(http.HandlerFunc(s.serveHTTP))
 	s.wg.Go(s.serveDHCP)
+	s.wg.Go(s.servePXE)
 	s.wg.Go(s.serveTFTP)
 	t.Cleanup(func() {
 		s.http.Close()
 		s.dhcp.Close()
+		s.pxe.Close()
 		s.tftp.Close()
 		s.wg.Wait()
 	})
@@ -102,11 +141,7 @@ func (s *fakeSite) serveDHCP() {
 		if err != nil || req.MessageType() != dhcpv4.MessageTypeDiscover {
 			continue
 		}
-		seen := discoverSeen{Class: req.ClassIdentifier(), UserClass: string(req.Options.Get(dhcpv4.OptionUserClassInformation)),
-			UUID: req.Options.Get(dhcpv4.OptionClientMachineIdentifier)}
-		if a := req.Options.Get(dhcpv4.OptionClientSystemArchitectureType); len(a) == 2 {
-			seen.Arch = binary.BigEndian.Uint16(a)
-		}
+		seen := seenOf(req)
 		mac := req.ClientHWAddr.String()
 		s.mu.Lock()
 		s.discovers[mac] = append(s.discovers[mac], seen)
@@ -116,25 +151,116 @@ func (s *fakeSite) serveDHCP() {
 		if count <= s.faults.DropDiscovers || (ipxe && s.faults.NoIPXEOffer) {
 			continue
 		}
-		class, file := "PXEClient", "ipxe.efi"
+		class, file := "PXEClient", s.fileFor(seen)
+		siaddr := net.IPv4(127, 0, 0, 1)
+		vendor := []byte{6, 1, 8, 255} // siteboot's: boot this file, no discovery
 		switch {
-		case ipxe:
-			file = s.base() + "/boot.ipxe"
 		case strings.HasPrefix(seen.Class, "HTTPClient"):
-			class, file = "HTTPClient", s.base()+"/boot/ipxe.efi"
-		case seen.Arch == 0:
-			file = "undionly.kpxe"
+			class, vendor = "HTTPClient", nil
+		case ipxe && s.faults.IPXEProxy:
+			file, siaddr, vendor = "", net.IPv4zero, nil
+		case ipxe && s.faults.IPXEMenu, !ipxe && s.faults.Dnsmasq && seen.Arch == 0:
+			// dnsmasq's: discovery control 3, prompt, boot servers and
+			// menu, no next server.
+			file, siaddr = "", net.IPv4zero
+			vendor = []byte{6, 1, 3, 10, 4, 0, 'P', 'X', 'E', 8, 7, 0x80, 0, 1, 127, 0, 0, 1, 9, 7, 0x80, 0, 4, 'b', 'o', 'o', 't', 255}
+		case !ipxe && s.faults.Dnsmasq:
+			file, vendor = "", nil
 		}
-		rep, err := dhcpv4.NewReplyFromRequest(req,
+		mods := []dhcpv4.Modifier{
 			dhcpv4.WithMessageType(dhcpv4.MessageTypeOffer),
-			dhcpv4.WithServerIP(net.IPv4(127, 0, 0, 1)),
+			dhcpv4.WithServerIP(siaddr),
 			dhcpv4.WithOption(dhcpv4.OptClassIdentifier(class)),
 			dhcpv4.WithOption(dhcpv4.OptServerIdentifier(net.IPv4(127, 0, 0, 1))),
-			dhcpv4.WithOption(dhcpv4.OptBootFileName(file)))
+		}
+		if file != "" {
+			mods = append(mods, dhcpv4.WithOption(dhcpv4.OptBootFileName(file)))
+		}
+		if vendor != nil {
+			mods = append(mods, dhcpv4.WithGeneric(dhcpv4.OptionVendorSpecificInformation, vendor))
+		}
+		rep, err := dhcpv4.NewReplyFromRequest(req, mods...)
 		if err != nil {
 			continue
 		}
 		_, _ = s.dhcp.WriteTo(rep.ToBytes(), from)
+	}
+}
+
+// fileFor is the boot file a machine gets, as siteboot names it.
+func (s *fakeSite) fileFor(seen discoverSeen) string {
+	switch {
+	case seen.UserClass == "iPXE":
+		return s.base() + "/boot.ipxe"
+	case strings.HasPrefix(seen.Class, "HTTPClient"):
+		return s.base() + "/boot/ipxe.efi"
+	case seen.Arch == 0:
+		return "undionly.kpxe"
+	}
+	return "ipxe.efi"
+}
+
+func seenOf(req *dhcpv4.DHCPv4) discoverSeen {
+	seen := discoverSeen{Class: req.ClassIdentifier(), UserClass: string(req.Options.Get(dhcpv4.OptionUserClassInformation)),
+		UUID: req.Options.Get(dhcpv4.OptionClientMachineIdentifier), XID: binary.BigEndian.Uint32(req.TransactionID[:])}
+	if a := req.Options.Get(dhcpv4.OptionClientSystemArchitectureType); len(a) == 2 {
+		seen.Arch = binary.BigEndian.Uint16(a)
+	}
+	return seen
+}
+
+func (s *fakeSite) pxePort() int { return s.pxe.LocalAddr().(*net.UDPAddr).Port }
+
+// servePXE answers DHCPREQUESTs at the "4011" port with a DHCPACK that
+// names the file, as dnsmasq does: a boot server request (option 43
+// sub-option 71) gets that item's file with sub-option 71 echoed, any
+// other the file for the machine's architecture. It answers to the
+// request's source.
+func (s *fakeSite) servePXE() {
+	buf := make([]byte, 1500)
+	for {
+		n, from, err := s.pxe.ReadFrom(buf)
+		if err != nil {
+			return
+		}
+		req, err := dhcpv4.FromBytes(buf[:n])
+		if err != nil || req.MessageType() != dhcpv4.MessageTypeRequest {
+			continue
+		}
+		seen := requestSeen{discoverSeen: seenOf(req),
+			From: from.(*net.UDPAddr).IP.String(), FromPort: from.(*net.UDPAddr).Port, Ciaddr: req.ClientIPAddr.String(),
+			Vendor: req.Options.Get(dhcpv4.OptionVendorSpecificInformation), Broadcast: req.IsBroadcast()}
+		if sid := req.ServerIdentifier(); sid != nil {
+			seen.ServerID = sid.String()
+		}
+		mac := req.ClientHWAddr.String()
+		s.mu.Lock()
+		s.requests[mac] = append(s.requests[mac], seen)
+		count := len(s.requests[mac])
+		s.mu.Unlock()
+		if count <= s.faults.DropRequests || s.faults.NoACK {
+			continue
+		}
+		ipxe := seen.UserClass == "iPXE"
+		siaddr := net.IPv4(127, 0, 0, 1)
+		if ipxe && s.faults.IPXEAckNoSiaddr {
+			siaddr = net.IPv4zero
+		}
+		mods := []dhcpv4.Modifier{
+			dhcpv4.WithMessageType(dhcpv4.MessageTypeAck),
+			dhcpv4.WithServerIP(siaddr),
+			dhcpv4.WithOption(dhcpv4.OptClassIdentifier("PXEClient")),
+			dhcpv4.WithOption(dhcpv4.OptServerIdentifier(net.IPv4(127, 0, 0, 1))),
+			dhcpv4.WithOption(dhcpv4.OptBootFileName(s.fileFor(seen.discoverSeen))),
+		}
+		if len(seen.Vendor) > 0 && !s.faults.NoItemEcho {
+			mods = append(mods, dhcpv4.WithGeneric(dhcpv4.OptionVendorSpecificInformation, seen.Vendor))
+		}
+		rep, err := dhcpv4.NewReplyFromRequest(req, mods...)
+		if err != nil {
+			continue
+		}
+		_, _ = s.pxe.WriteTo(rep.ToBytes(), from)
 	}
 }
 
@@ -275,7 +401,8 @@ func (s *fakeSite) serveHTTP(w http.ResponseWriter, r *http.Request) {
 // options for a storm against this site.
 func (s *fakeSite) options(n int) options {
 	o, err := parseFlags([]string{"-n", strconv.Itoa(n), "-window", "200ms", "-dhcp-server", s.dhcp.LocalAddr().String(),
-		"-dhcp-listen", "127.0.0.1:0", "-tftp-port", strconv.Itoa(s.tftpPort()), "-timescale", "0.02",
+		"-dhcp-listen", "0.0.0.0:0", "-pxe-listen", "0.0.0.0:0", "-pxe-port", strconv.Itoa(s.pxePort()),
+		"-tftp-port", strconv.Itoa(s.tftpPort()), "-timescale", "0.02",
 		"-machine-timeout", "20s", "-timeout", "60s"}, new(bytes.Buffer))
 	if err != nil {
 		panic(err)

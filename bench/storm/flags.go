@@ -25,42 +25,51 @@ const (
 
 // options are the command-line flags.
 type options struct {
-	N              int
-	Window         time.Duration
-	BIOS           float64
-	UEFIHTTP       bool
-	MACPrefix      string
-	Seed           uint64
-	DHCPServer     string
-	DHCPListen     string
-	Iface          string
-	SrcIPs         string
-	TFTPPort       int
-	BlkSize        int
-	TFTPTimeout    time.Duration
-	TFTPTries      int
-	TFTPProbe      bool
-	PXETimeouts    string
-	IPXETimeouts   string
-	TimeScale      float64
-	RcvBuf         int
-	HTTPIdle       time.Duration
-	KernelSHA256   string
-	InitrdSHA256   string
-	Concurrency    int
-	MachineTimeout time.Duration
-	Timeout        time.Duration
-	Label          string
-	JSON           bool
-	PrintMachines  bool
+	N               int
+	Window          time.Duration
+	BIOS            float64
+	UEFIHTTP        bool
+	MACPrefix       string
+	Seed            uint64
+	DHCPServer      string
+	DHCPListen      string
+	PXEListen       string
+	PXEPort         int
+	Iface           string
+	SrcIPs          string
+	TFTPPort        int
+	BlkSize         int
+	TFTPTimeout     time.Duration
+	TFTPTries       int
+	TFTPProbe       bool
+	PXETimeouts     string
+	IPXETimeouts    string
+	PXEReqTimeouts  string
+	IPXEReqTimeouts string
+	IPXEBSTimeouts  string
+	TimeScale       float64
+	RcvBuf          int
+	HTTPIdle        time.Duration
+	KernelSHA256    string
+	InitrdSHA256    string
+	Concurrency     int
+	MachineTimeout  time.Duration
+	Timeout         time.Duration
+	Label           string
+	JSON            bool
+	PrintMachines   bool
 }
 
 const usageHead = `storm: N machines booting at once as PXE firmware and iPXE do.
 
-Each machine: PXE DISCOVER -> proxy offer, the first stage by TFTP (or HTTP
-for UEFI HTTP boot), iPXE DISCOVER -> script URL, /boot.ipxe and what it
-chains, then the kernel and initrd the script names. Run it in a network
-namespace next to the server under test: it binds UDP 68 and broadcasts.
+Each machine: PXE DISCOVER -> proxy offer (and, when the offer does not
+name the boot file, a request to the proxy's or boot server's port 4011 as
+PXE firmware sends it), the first stage by TFTP (or HTTP for UEFI HTTP
+boot), iPXE DISCOVER -> script URL (and iPXE's ProxyDHCPREQUEST to port 4011
+when the offer has no next server and file, or BIOS iPXE's boot server
+request when it has a PXE menu), /boot.ipxe and what it chains, then the
+kernel and initrd the script names. Run it in a network namespace
+next to the server under test: it binds UDP 68 and 4011 and broadcasts.
 
 Examples:
   storm -n 100 -window 3s -iface eth0 -src-ips 10.99.1.100-10.99.1.199
@@ -86,8 +95,10 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.Uint64Var(&o.Seed, "seed", 1, "seed of the machines' UUIDs")
 	fs.StringVar(&o.DHCPServer, "dhcp-server", "255.255.255.255:67", "where DISCOVERs go (broadcast, or a proxy's ip:4011, which answers to the source)")
 	fs.StringVar(&o.DHCPListen, "dhcp-listen", "0.0.0.0:68", "the DHCP socket all machines share")
-	fs.StringVar(&o.Iface, "iface", "", "bind the DHCP socket to this interface (SO_BINDTODEVICE)")
-	fs.StringVar(&o.SrcIPs, "src-ips", "", "source addresses for TFTP and HTTP, machine i takes the (i mod count)-th: A-B ranges and CIDRs, comma-separated (they must be on a local interface); empty: the kernel's choice")
+	fs.StringVar(&o.PXEListen, "pxe-listen", "0.0.0.0:4011", "the socket firmware's requests to port 4011 go from and are answered to, shared, as edk2 binds 4011 for them; empty: the DHCP socket")
+	fs.IntVar(&o.PXEPort, "pxe-port", pxe.PXEPort, "the port of proxies and boot servers that firmware's and iPXE's requests go to (PXE: 4011)")
+	fs.StringVar(&o.Iface, "iface", "", "bind the DHCP sockets (-dhcp-listen, -pxe-listen) to this interface (SO_BINDTODEVICE)")
+	fs.StringVar(&o.SrcIPs, "src-ips", "", "machines' own addresses: the source of TFTP, HTTP and requests to port 4011, and their ciaddr; machine i takes the (i mod count)-th: A-B ranges and CIDRs, comma-separated (they must be on a local interface); empty: the kernel's choice, and its address as ciaddr")
 	fs.IntVar(&o.TFTPPort, "tftp-port", 69, "TFTP port of the next server")
 	fs.IntVar(&o.BlkSize, "blksize", 1468, "TFTP blksize asked for")
 	fs.DurationVar(&o.TFTPTimeout, "tftp-timeout", 4*time.Second, "TFTP wait per packet before a retransmit (edk2: 4 s)")
@@ -95,7 +106,10 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.BoolVar(&o.TFTPProbe, "tftp-probe", true, "a tsize-only request first, aborted on the OACK, as edk2 and PXE ROMs do")
 	fs.StringVar(&o.PXETimeouts, "pxe-timeouts", "4s,8s,16s,32s", "firmware DISCOVER timeouts, one per send (PXE 2.1)")
 	fs.StringVar(&o.IPXETimeouts, "ipxe-timeouts", "1s,2s,4s,8s", "iPXE DISCOVER timeouts, one per send")
-	fs.Float64Var(&o.TimeScale, "timescale", 1, "multiply every DHCP and TFTP retransmit timeout by this (tests: 0.01)")
+	fs.StringVar(&o.PXEReqTimeouts, "pxe-req-timeouts", "1s,2s,3s,4s", "firmware's timeouts for its request to port 4011 (boot server discovery, or edk2's after an offer without discovery options), one per send (PXE 2.1, edk2)")
+	fs.StringVar(&o.IPXEReqTimeouts, "ipxe-req-timeouts", "250ms,500ms,1s,2s", "iPXE's ProxyDHCPREQUEST timeouts, one per send (iPXE gives up after these four)")
+	fs.StringVar(&o.IPXEBSTimeouts, "ipxe-bs-timeouts", "1s,2s,4s", "BIOS iPXE's boot server request timeouts when its offer has a PXE menu, one per send (iPXE gives up on the server after these three)")
+	fs.Float64Var(&o.TimeScale, "timescale", 1, "multiply every DHCP (DISCOVER and 4011 request) and TFTP retransmit timeout by this (tests: 0.01)")
 	fs.IntVar(&o.RcvBuf, "rcvbuf", 256<<10, "SO_RCVBUF of each HTTP connection, set before connect (iPXE: 256 KiB); 0: autotune as Linux installers and UEFI HTTP boot")
 	fs.DurationVar(&o.HTTPIdle, "http-idle", 30*time.Second, "an HTTP request that moves no byte for this long fails")
 	fs.StringVar(&o.KernelSHA256, "kernel-sha256", "", "check every kernel against this SHA-256 (hex); costs client CPU")
@@ -128,6 +142,7 @@ func (o options) validate() error {
 	check(o.Window >= 0 && o.Window <= maxWindow, "-window %v: want [0, %v]", o.Window, maxWindow)
 	check(o.BIOS >= 0 && o.BIOS <= 1, "-bios %v: want a fraction 0..1", o.BIOS)
 	check(o.TFTPPort >= 1 && o.TFTPPort <= 65535, "-tftp-port %d: want 1..65535", o.TFTPPort)
+	check(o.PXEPort >= 1 && o.PXEPort <= 65535, "-pxe-port %d: want 1..65535", o.PXEPort)
 	check(o.BlkSize >= 512 && o.BlkSize <= 65464, "-blksize %d: want 512..65464", o.BlkSize)
 	check(o.TFTPTimeout > 0 && o.TFTPTimeout <= time.Minute, "-tftp-timeout %v: want (0, 1m]", o.TFTPTimeout)
 	check(o.TFTPTries >= 1 && o.TFTPTries <= 20, "-tftp-tries %d: want 1..20", o.TFTPTries)
@@ -139,7 +154,8 @@ func (o options) validate() error {
 	check(o.Concurrency >= 0 && o.Concurrency <= maxMachines, "-concurrency %d: want 0..%d", o.Concurrency, maxMachines)
 	check(o.MachineTimeout > 0 && o.MachineTimeout <= maxMachineTimeout, "-machine-timeout %v: want (0, %v]", o.MachineTimeout, maxMachineTimeout)
 	check(o.Timeout > 0 && o.Timeout <= maxRunTimeout, "-timeout %v: want (0, %v]", o.Timeout, maxRunTimeout)
-	for name, v := range map[string]string{"-pxe-timeouts": o.PXETimeouts, "-ipxe-timeouts": o.IPXETimeouts} {
+	for name, v := range map[string]string{"-pxe-timeouts": o.PXETimeouts, "-ipxe-timeouts": o.IPXETimeouts,
+		"-pxe-req-timeouts": o.PXEReqTimeouts, "-ipxe-req-timeouts": o.IPXEReqTimeouts, "-ipxe-bs-timeouts": o.IPXEBSTimeouts} {
 		if _, err := parseTimeouts(v, 1); err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", name, err))
 		}
@@ -152,6 +168,9 @@ func (o options) validate() error {
 	}
 	if _, err := netip.ParseAddrPort(o.DHCPListen); err != nil {
 		errs = append(errs, fmt.Errorf("-dhcp-listen %q: want ip:port", o.DHCPListen))
+	}
+	if _, err := netip.ParseAddrPort(o.PXEListen); err != nil && o.PXEListen != "" {
+		errs = append(errs, fmt.Errorf("-pxe-listen %q: want ip:port or empty", o.PXEListen))
 	}
 	if _, err := pxe.GenerateMACs(o.MACPrefix, max(o.N, 1)); err != nil {
 		errs = append(errs, fmt.Errorf("-mac-prefix: %w", err))

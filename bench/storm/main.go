@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/signal"
 	"syscall"
@@ -49,7 +50,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer conn.Close()
-	res, err := runStorm(ctx, o, conn)
+	var pxeConn net.PacketConn
+	if o.PXEListen != "" {
+		if pxeConn, err = pxe.OpenSocket(ctx, o.PXEListen, o.Iface); err != nil {
+			return err
+		}
+		defer pxeConn.Close()
+	}
+	res, err := runStorm(ctx, o, conn, pxeConn)
 	if err != nil {
 		return err
 	}

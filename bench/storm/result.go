@@ -159,8 +159,8 @@ func writeTable(w io.Writer, res Result) error {
 	fmt.Fprintf(tw, "per machine\tp50 %.3f s  p99 %.3f s  max %.3f s\n", p.P50, p.P99, p.Max)
 	fmt.Fprintf(tw, "bytes\t%d (%.1f MB)\n", res.Bytes, float64(res.Bytes)/1e6)
 	d := res.DHCP
-	fmt.Fprintf(tw, "dhcp\t%d sent (%d retransmits), %d replies, %d unmatched, %d malformed, %d dropped\n",
-		d.Sent, d.Retransmits, d.Replies, d.Unmatched, d.Malformed, d.Dropped)
+	fmt.Fprintf(tw, "dhcp\t%d sent (%d retransmits, %d requests to port 4011), %d replies, %d unmatched, %d malformed, %d dropped\n",
+		d.Sent, d.Retransmits, d.Requests, d.Replies, d.Unmatched, d.Malformed, d.Dropped)
 	fmt.Fprintf(tw, "tftp\t%d retransmits\n", res.TFTPRetransmits)
 	fmt.Fprintf(tw, "client cpu\t%.2f s\n", res.ClientCPUS)
 	fmt.Fprintf(tw, "\nstep\tcount\tp50 ms\tp99 ms\tmax ms\n")

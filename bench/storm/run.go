@@ -41,8 +41,12 @@ func (o options) machines() ([]machine, error) {
 func (o options) bootSpec() bootSpec {
 	pxeT, _ := parseTimeouts(o.PXETimeouts, o.TimeScale)
 	ipxeT, _ := parseTimeouts(o.IPXETimeouts, o.TimeScale)
+	pxeReqT, _ := parseTimeouts(o.PXEReqTimeouts, o.TimeScale)
+	ipxeReqT, _ := parseTimeouts(o.IPXEReqTimeouts, o.TimeScale)
+	ipxeBST, _ := parseTimeouts(o.IPXEBSTimeouts, o.TimeScale)
 	return bootSpec{
-		PXETimeouts: pxeT, IPXETimeouts: ipxeT,
+		PXETimeouts: pxeT, IPXETimeouts: ipxeT, PXEReqTimeouts: pxeReqT, IPXEReqTimeouts: ipxeReqT, IPXEBSTimeouts: ipxeBST,
+		PXEPort: o.PXEPort,
 		TFTP: tftpSpec{Port: o.TFTPPort, BlkSize: o.BlkSize, Tries: o.TFTPTries, Probe: o.TFTPProbe,
 			Timeout: time.Duration(float64(o.TFTPTimeout) * o.TimeScale)},
 		HTTP:         httpSpec{RcvBuf: o.RcvBuf, IdleTimeout: o.HTTPIdle, MaxScript: maxScriptBytes},
@@ -51,9 +55,10 @@ func (o options) bootSpec() bootSpec {
 }
 
 // runStorm boots every machine through conn, the shared DHCP socket, and
-// returns the summary. It closes nothing it did not open; every socket a
-// machine opens is closed before it returns.
-func runStorm(ctx context.Context, o options, conn net.PacketConn) (Result, error) {
+// pxeConn, the shared 4011 socket (nil: none), and returns the summary.
+// It closes nothing it did not open; every socket a machine opens is
+// closed before it returns.
+func runStorm(ctx context.Context, o options, conn, pxeConn net.PacketConn) (Result, error) {
 	ms, err := o.machines()
 	if err != nil {
 		return Result{}, err
@@ -64,7 +69,7 @@ func runStorm(ctx context.Context, o options, conn net.PacketConn) (Result, erro
 	}
 	ctx, cancel := context.WithTimeoutCause(ctx, o.Timeout, errRunTimeout)
 	defer cancel()
-	mux := newDHCPMux(conn, target)
+	mux := newDHCPMux(conn, pxeConn, target)
 	defer mux.close()
 
 	var seed [4]byte

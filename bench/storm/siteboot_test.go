@@ -158,9 +158,14 @@ func TestAgainstSiteboot(t *testing.T) {
 		}
 		fs := map[string]int64{"bios": fileSize(t, "/usr/lib/ipxe/undionly.kpxe"), "uefi": fileSize(t, "/usr/lib/ipxe/ipxe.efi")}
 		base := "http://" + addr + ":8080"
+		// siteboot's offers name the files: no request to port 4011.
+		if res.DHCP.Requests != 0 {
+			t.Errorf("dhcp %+v: requests to port 4011", res.DHCP)
+		}
 		for _, m := range res.MachineList {
 			wantFile := map[string]string{"bios": "undionly.kpxe", "uefi": "ipxe.efi"}[m.Kind]
-			if m.BootFile != wantFile || m.ScriptURL != base+"/boot.ipxe" || m.Kernel != base+"/cache/"+khex ||
+			if m.BootFile != wantFile || m.BootServer != "" || m.IPXEServer != "" || m.ProxyRequests != 0 ||
+				m.ScriptURL != base+"/boot.ipxe" || m.Kernel != base+"/cache/"+khex ||
 				len(m.Initrds) != 1 || m.Initrds[0] != base+"/cache/"+ihex ||
 				m.Bytes != fs[m.Kind]+int64(len(kernel)+len(initrd)) {
 				t.Errorf("machine %d: %+v", m.Index, m)
