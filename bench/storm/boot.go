@@ -315,7 +315,11 @@ func (b *booter) firstStage(ctx context.Context, offer pxe.Reply) error {
 	if !server.IsValid() || server.IsUnspecified() {
 		return fmt.Errorf("%w: proxy offer or ACK names no next server (siaddr, option 54 or 66)", errBadOffer)
 	}
-	r, err := tftpGet(ctx, b.m.Src, server, offer.BootFile, b.spec.TFTP)
+	spec := b.spec.TFTP
+	if b.m.BIOS {
+		spec.WindowSize = 0 // BIOS PXE ROMs transfer in lock step
+	}
+	r, err := tftpGet(ctx, b.m.Src, server, offer.BootFile, spec)
 	b.res.TFTPRetransmits += r.Retransmits
 	b.res.Bytes += r.Bytes
 	if err != nil {

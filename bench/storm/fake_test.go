@@ -38,6 +38,8 @@ type fakeSite struct {
 	discovers  map[string][]discoverSeen // by MAC
 	requests   map[string][]requestSeen  // by MAC, at the "4011" port
 	tftpSrcs   map[string]int            // transfer source IPs
+	rrqOpts    map[string][]string       // by file: each request's options, "name=value" in order
+	windowACKs int                       // ACKs windowed transfers received, ACK 0 included
 	ipxeQuery  []string                  // /ipxe query strings
 	ackDropped int
 }
@@ -89,11 +91,16 @@ type faults struct {
 	NoItemEcho   bool // the "4011" port's ACKs leave out sub-option 71
 	DropRequests int  // ignore the first n requests of every MAC at the "4011" port
 	NoACK        bool // the "4011" port answers nothing
+	// Window grants a windowsize (RFC 7440) up to this to a request that
+	// asks for one; LoseBlock drops DATA block n of each windowed
+	// transfer the first time it is sent.
+	Window    int
+	LoseBlock int
 }
 
 func startFakeSite(t *testing.T, f faults) *fakeSite {
 	t.Helper()
-	s := &fakeSite{faults: f, discovers: map[string][]discoverSeen{}, requests: map[string][]requestSeen{}, tftpSrcs: map[string]int{},
+	s := &fakeSite{faults: f, discovers: map[string][]discoverSeen{}, requests: map[string][]requestSeen{}, tftpSrcs: map[string]int{}, rrqOpts: map[string][]string{},
 		files:  map[string][]byte{"undionly.kpxe": blob(70_000+3, 1), "ipxe.efi": blob(1468*3, 2)},
 		kernel: blob(300_000, 3), initrd: blob(1_000_000, 4)}
 	var err error
@@ -278,11 +285,14 @@ func (s *fakeSite) serveTFTP() {
 		}
 		fields := bytes.Split(buf[2:n-1], []byte{0})
 		opts := map[string]string{}
+		var seen []string
 		for i := 2; i+1 < len(fields); i += 2 {
 			opts[string(fields[i])] = string(fields[i+1])
+			seen = append(seen, string(fields[i])+"="+string(fields[i+1]))
 		}
 		s.mu.Lock()
 		s.tftpSrcs[from.(*net.UDPAddr).IP.String()]++
+		s.rrqOpts[string(fields[0])] = append(s.rrqOpts[string(fields[0])], strings.Join(seen, " "))
 		s.mu.Unlock()
 		name := string(fields[0]) // before buf is read into again
 		s.wg.Go(func() { s.transfer(name, opts, from.(*net.UDPAddr)) })
@@ -309,6 +319,10 @@ func (s *fakeSite) transfer(name string, opts map[string]string, to *net.UDPAddr
 	tsize := len(data)
 	if s.faults.WrongTSize {
 		tsize++
+	}
+	if w, err := strconv.Atoi(opts["windowsize"]); err == nil && w >= 1 && s.faults.Window > 0 {
+		s.transferWindowed(conn, to, data, blk, min(w, s.faults.Window), opts)
+		return
 	}
 	oack := []byte{0, opOACK}
 	oack = append(oack, fmt.Sprintf("blksize\x00%d\x00tsize\x00%d\x00", blk, tsize)...)
@@ -358,6 +372,76 @@ func (s *fakeSite) transfer(name string, opts map[string]string, to *net.UDPAddr
 		end := min(off+blk, len(data))
 		pkt = append([]byte{0, opDATA, byte(block >> 8), byte(block)}, data[off:end]...)
 		want = uint16(block)
+	}
+}
+
+// transferWindowed sends data w blocks at a time (RFC 7440): the OACK,
+// then windows from the block after the last one acknowledged, the window
+// sent again after 50 ms without progress, up to 5 times.
+func (s *fakeSite) transferWindowed(conn *net.UDPConn, to *net.UDPAddr, data []byte, blk, w int, opts map[string]string) {
+	oack := []byte{0, opOACK}
+	if _, ok := opts["tsize"]; ok {
+		oack = append(oack, fmt.Sprintf("tsize\x00%d\x00", len(data))...)
+	}
+	oack = append(oack, fmt.Sprintf("blksize\x00%d\x00windowsize\x00%d\x00", blk, w)...)
+	blocks := len(data)/blk + 1 // the last one short, maybe empty
+	rbuf := make([]byte, 1500)
+	// await reads ACKs until one of acked or a later block (returned) or
+	// 50 ms of nothing (-1); an ERROR (the tsize probe's end) is -2.
+	await := func(acked int) int {
+		_ = conn.SetReadDeadline(time.Now().Add(50 * time.Millisecond))
+		for {
+			n, _, err := conn.ReadFromUDP(rbuf)
+			if err != nil {
+				return -1
+			}
+			if n < 4 {
+				continue
+			}
+			op, num := binary.BigEndian.Uint16(rbuf), int(binary.BigEndian.Uint16(rbuf[2:]))
+			if op == opERROR {
+				return -2
+			}
+			if op == opACK {
+				s.mu.Lock()
+				s.windowACKs++
+				s.mu.Unlock()
+				if num >= acked && num <= blocks {
+					return num
+				}
+			}
+		}
+	}
+	acked := -1
+	for try := 0; try < 5 && acked < 0; try++ {
+		_, _ = conn.WriteToUDP(oack, to)
+		if acked = await(0); acked == -2 {
+			return
+		}
+	}
+	if acked < 0 {
+		return
+	}
+	// An ACK of the block acknowledged last says the client missed the
+	// next one: the window starts again at once; an ACK of a later block
+	// moves it on.
+	lost := false
+	for tries := 0; acked < blocks && tries < 5; tries++ {
+		for b := acked + 1; b <= min(acked+w, blocks); b++ {
+			if b == s.faults.LoseBlock && !lost {
+				lost = true
+				continue
+			}
+			off := (b - 1) * blk
+			_, _ = conn.WriteToUDP(append([]byte{0, opDATA, byte(b >> 8), byte(b)}, data[off:min(off+blk, len(data))]...), to)
+		}
+		got := await(acked)
+		if got == -2 {
+			return
+		}
+		if got > acked {
+			acked, tries = got, -1
+		}
 	}
 }
 

@@ -42,6 +42,7 @@ type options struct {
 	TFTPTimeout     time.Duration
 	TFTPTries       int
 	TFTPProbe       bool
+	UEFIWindow      int
 	PXETimeouts     string
 	IPXETimeouts    string
 	PXEReqTimeouts  string
@@ -104,6 +105,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.DurationVar(&o.TFTPTimeout, "tftp-timeout", 4*time.Second, "TFTP wait per packet before a retransmit (edk2: 4 s)")
 	fs.IntVar(&o.TFTPTries, "tftp-tries", 6, "TFTP sends of one packet in all before the transfer fails")
 	fs.BoolVar(&o.TFTPProbe, "tftp-probe", true, "a tsize-only request first, aborted on the OACK, as edk2 and PXE ROMs do")
+	fs.IntVar(&o.UEFIWindow, "uefi-windowsize", 4, "TFTP windowsize (RFC 7440) UEFI machines ask for, as edk2 does (PcdPxeTftpWindowSize 4); 0: none, lock step like BIOS ROMs")
 	fs.StringVar(&o.PXETimeouts, "pxe-timeouts", "4s,8s,16s,32s", "firmware DISCOVER timeouts, one per send (PXE 2.1)")
 	fs.StringVar(&o.IPXETimeouts, "ipxe-timeouts", "1s,2s,4s,8s", "iPXE DISCOVER timeouts, one per send")
 	fs.StringVar(&o.PXEReqTimeouts, "pxe-req-timeouts", "1s,2s,3s,4s", "firmware's timeouts for its request to port 4011 (boot server discovery, or edk2's after an offer without discovery options), one per send (PXE 2.1, edk2)")
@@ -146,6 +148,7 @@ func (o options) validate() error {
 	check(o.BlkSize >= 512 && o.BlkSize <= 65464, "-blksize %d: want 512..65464", o.BlkSize)
 	check(o.TFTPTimeout > 0 && o.TFTPTimeout <= time.Minute, "-tftp-timeout %v: want (0, 1m]", o.TFTPTimeout)
 	check(o.TFTPTries >= 1 && o.TFTPTries <= 20, "-tftp-tries %d: want 1..20", o.TFTPTries)
+	check(o.UEFIWindow >= 0 && o.UEFIWindow <= 64, "-uefi-windowsize %d: want 0..64", o.UEFIWindow)
 	check(o.TimeScale > 0 && o.TimeScale <= 10, "-timescale %v: want (0, 10]", o.TimeScale)
 	check(o.RcvBuf >= 0 && o.RcvBuf <= 64<<20, "-rcvbuf %d: want 0..%d", o.RcvBuf, 64<<20)
 	check(o.HTTPIdle > 0 && o.HTTPIdle <= 10*time.Minute, "-http-idle %v: want (0, 10m]", o.HTTPIdle)

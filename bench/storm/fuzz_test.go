@@ -39,7 +39,7 @@ func FuzzReadOACK(f *testing.F) {
 	f.Add([]byte("blksize\x00"))
 	f.Fuzz(func(t *testing.T, opts []byte) {
 		res := tftpResult{TSize: -1, BlkSize: 512}
-		if err := readOACK(opts, &res, 1468); err != nil {
+		if err := readOACK(opts, &res, 1468, 4); err != nil {
 			return
 		}
 		if res.BlkSize < 8 || res.BlkSize > 1468 || res.TSize < -1 {

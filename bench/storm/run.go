@@ -47,7 +47,7 @@ func (o options) bootSpec() bootSpec {
 	return bootSpec{
 		PXETimeouts: pxeT, IPXETimeouts: ipxeT, PXEReqTimeouts: pxeReqT, IPXEReqTimeouts: ipxeReqT, IPXEBSTimeouts: ipxeBST,
 		PXEPort: o.PXEPort,
-		TFTP: tftpSpec{Port: o.TFTPPort, BlkSize: o.BlkSize, Tries: o.TFTPTries, Probe: o.TFTPProbe,
+		TFTP: tftpSpec{Port: o.TFTPPort, BlkSize: o.BlkSize, Tries: o.TFTPTries, Probe: o.TFTPProbe, WindowSize: o.UEFIWindow,
 			Timeout: time.Duration(float64(o.TFTPTimeout) * o.TimeScale)},
 		HTTP:         httpSpec{RcvBuf: o.RcvBuf, IdleTimeout: o.HTTPIdle, MaxScript: maxScriptBytes},
 		KernelSHA256: o.KernelSHA256, InitrdSHA256: o.InitrdSHA256,

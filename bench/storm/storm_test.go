@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"net/netip"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -451,5 +453,52 @@ func TestRequestFlags(t *testing.T) {
 		if _, err := parseFlags(args, new(strings.Builder)); err == nil {
 			t.Errorf("parseFlags(%q) accepted", args)
 		}
+	}
+}
+
+// TestStormUEFIWindowsize: UEFI machines ask for windowsize 4 in their
+// probe and their download (without tsize in the download, as edk2), BIOS
+// machines for none; granted a window of 2, a UEFI machine acknowledges
+// every second block only, and a lost block costs one early ACK and the
+// window again, not a timeout on either side.
+func TestStormUEFIWindowsize(t *testing.T) {
+	for _, lose := range []int{0, 1} {
+		t.Run(fmt.Sprintf("lose block %d", lose), func(t *testing.T) {
+			site := startFakeSite(t, faults{Window: 2, LoseBlock: lose})
+			o := site.options(4)
+			res := storm(t, o)
+			want := outcome{Machines: 4, Done: 4, BIOS: 2, UEFI: 2, StepCounts: allSteps(4)}
+			if diff := cmp.Diff(want, outcomeOf(res)); diff != "" {
+				t.Fatalf("outcome (-want +got):\n%s\nfailures: %+v", diff, res.Failures)
+			}
+			site.mu.Lock()
+			defer site.mu.Unlock()
+			wantOpts := map[string][]string{
+				"ipxe.efi":      {"tsize=0 blksize=1468 windowsize=4", "blksize=1468 windowsize=4"},
+				"undionly.kpxe": {"tsize=0 blksize=1468", "tsize=0 blksize=1468"},
+			}
+			for file, reqs := range site.rrqOpts {
+				for _, r := range reqs {
+					if !slices.Contains(wantOpts[file], r) {
+						t.Errorf("%s: request with options %q, want one of %q", file, r, wantOpts[file])
+					}
+				}
+			}
+			// ipxe.efi here is 3 full blocks and an empty 4th. The probe
+			// ends with an ERROR; the download acknowledges its OACK (ACK
+			// 0), then blocks 2 and 4; with block 1 lost, block 2 comes
+			// first and is answered with ACK 0 again, and the window
+			// starts over.
+			perMachine := 3
+			if lose > 0 {
+				perMachine++
+			}
+			if site.windowACKs != 2*perMachine {
+				t.Errorf("windowed transfers got %d ACKs, want %d (2 UEFI machines × %d)", site.windowACKs, 2*perMachine, perMachine)
+			}
+			if res.TFTPRetransmits != 0 {
+				t.Errorf("%d TFTP retransmits, want none (a lost block is answered at once)", res.TFTPRetransmits)
+			}
+		})
 	}
 }

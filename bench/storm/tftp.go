@@ -29,6 +29,11 @@ type tftpSpec struct {
 	Timeout time.Duration // wait per packet before a retransmit
 	Tries   int           // sends of one packet in all before giving up
 	Probe   bool          // a tsize-only request first, aborted on the OACK (edk2, PXE ROMs' GET_FSIZE)
+	// WindowSize is the RFC 7440 windowsize asked for; 0 asks for none
+	// (lock step). edk2 asks for 4 (PcdPxeTftpWindowSize) in both its
+	// probe and its download and, unlike BIOS PXE ROMs, leaves tsize out
+	// of the download.
+	WindowSize int
 }
 
 // tftpResult is what one first-stage download did.
@@ -36,6 +41,7 @@ type tftpResult struct {
 	Bytes       int64
 	TSize       int64 // -1: the server did not answer tsize
 	BlkSize     int
+	WindowSize  int // granted; 1 without the option
 	Retransmits int
 }
 
@@ -68,7 +74,7 @@ func tftpGet(ctx context.Context, src, server netip.Addr, file string, s tftpSpe
 // tftpTransfer runs one request. probe: ask for tsize only and abort on
 // the OACK.
 func tftpTransfer(ctx context.Context, src, server netip.Addr, file string, s tftpSpec, probe bool) (tftpResult, error) {
-	res := tftpResult{TSize: -1, BlkSize: 512}
+	res := tftpResult{TSize: -1, BlkSize: 512, WindowSize: 1}
 	laddr := &net.UDPAddr{}
 	if src.IsValid() {
 		laddr.IP = src.AsSlice()
@@ -81,11 +87,13 @@ func tftpTransfer(ctx context.Context, src, server netip.Addr, file string, s tf
 	stop := context.AfterFunc(ctx, func() { _ = conn.SetReadDeadline(time.Now()) })
 	defer stop()
 
-	rrq := buildRRQ(file, s.BlkSize, probe)
+	rrq := buildRRQ(file, s.BlkSize, s.WindowSize, probe)
 	dst := &net.UDPAddr{IP: server.AsSlice(), Port: s.Port}
 	var peer *net.UDPAddr // the server's transfer port, from its first answer
 	last := rrq
 	block := uint16(1) // next DATA block expected
+	inWindow := 0      // blocks received since the last ACK
+	gapAcked := false  // an out-of-order block was answered since the last in-order one
 	buf := make([]byte, 65536+4)
 	sends := 0
 	send := func() error {
@@ -120,6 +128,11 @@ func tftpTransfer(ctx context.Context, src, server netip.Addr, file string, s tf
 				}
 				return res, fmt.Errorf("%w: no answer to %s after %d sends %v apart (%d bytes received)", errTFTPTimeout, what, sends, s.Timeout, res.Bytes)
 			}
+			if peer != nil && res.WindowSize > 1 {
+				// edk2 answers a quiet window with the ACK of the last
+				// block it has in order.
+				last, inWindow = buildACK(block-1), 0
+			}
 			if err := send(); err != nil {
 				return res, fmt.Errorf("send: %w", err)
 			}
@@ -142,7 +155,7 @@ func tftpTransfer(ctx context.Context, src, server netip.Addr, file string, s tf
 				continue // a duplicate OACK: our ACK 0 is on its way or lost
 			}
 			peer = from
-			if err := readOACK(pkt[2:], &res, s.BlkSize); err != nil {
+			if err := readOACK(pkt[2:], &res, s.BlkSize, s.WindowSize); err != nil {
 				return res, err
 			}
 			if probe {
@@ -160,25 +173,42 @@ func tftpTransfer(ctx context.Context, src, server netip.Addr, file string, s tf
 				}
 				peer = from // no options granted: 512-byte blocks
 			}
-			switch num {
-			case block:
+			switch {
+			case num == block:
 				res.Bytes += int64(len(pkt) - 4)
-				last, sends = buildACK(num), 0
-				if err := send(); err != nil {
-					return res, fmt.Errorf("send ACK %d: %w", num, err)
+				final := len(pkt)-4 < res.BlkSize
+				inWindow, gapAcked = inWindow+1, false
+				// As edk2 does: an ACK for a whole window or the last
+				// block; in lock step (window 1) that is every block.
+				if final || inWindow >= res.WindowSize {
+					last, sends, inWindow = buildACK(num), 0, 0
+					if err := send(); err != nil {
+						return res, fmt.Errorf("send ACK %d: %w", num, err)
+					}
 				}
-				if len(pkt)-4 < res.BlkSize {
+				if final {
 					if res.TSize >= 0 && res.Bytes != res.TSize {
 						return res, fmt.Errorf("%w: %d bytes received, tsize said %d", errTFTPSize, res.Bytes, res.TSize)
 					}
 					return res, nil
 				}
 				block++
-			case block - 1:
+			case res.WindowSize == 1 && num == block-1:
 				// Our ACK was lost and the server sent the block again:
 				// acknowledge it again (that is the retransmit of ours).
 				if err := send(); err != nil {
 					return res, fmt.Errorf("send ACK %d: %w", num, err)
+				}
+			case res.WindowSize > 1 && !gapAcked && (uint16(num-block) < 0x8000 || inWindow == 0):
+				// A block lost (a later one came first), or a window sent
+				// again after our ACK of it (lost, or late): acknowledge
+				// the last block received in order, once, so the next
+				// window starts after it (RFC 7440 §4). A block sent again
+				// while a window is half received is just ignored: the
+				// window's own blocks complete it.
+				last, sends, inWindow, gapAcked = buildACK(block-1), 0, 0, true
+				if err := send(); err != nil {
+					return res, fmt.Errorf("send ACK %d: %w", block-1, err)
 				}
 			}
 		default:
@@ -189,12 +219,21 @@ func tftpTransfer(ctx context.Context, src, server netip.Addr, file string, s tf
 
 func udpAddrEqual(a, b *net.UDPAddr) bool { return a.Port == b.Port && a.IP.Equal(b.IP) }
 
-func buildRRQ(file string, blksize int, probe bool) []byte {
+// buildRRQ is a request as the firmware sends it: tsize (always in a
+// probe; in the download only without windowsize, as BIOS PXE ROMs ask
+// and edk2 does not), blksize, and windowsize when asked for.
+func buildRRQ(file string, blksize, window int, probe bool) []byte {
 	b := []byte{0, opRRQ}
 	b = append(append(b, file...), 0)
-	b = append(b, "octet\x00tsize\x000\x00"...)
+	b = append(b, "octet\x00"...)
+	if probe || window == 0 {
+		b = append(b, "tsize\x000\x00"...)
+	}
 	if blksize > 0 && blksize != 512 {
 		b = append(append(append(b, "blksize\x00"...), strconv.Itoa(blksize)...), 0)
+	}
+	if window > 0 {
+		b = append(append(append(b, "windowsize\x00"...), strconv.Itoa(window)...), 0)
 	}
 	return b
 }
@@ -205,9 +244,9 @@ func buildError(code uint16, msg string) []byte {
 	return append(append([]byte{0, opERROR, byte(code >> 8), byte(code)}, msg...), 0)
 }
 
-// readOACK takes blksize and tsize from an OACK's options; a blksize
-// larger than asked or out of range is a server bug.
-func readOACK(opts []byte, res *tftpResult, asked int) error {
+// readOACK takes blksize, tsize and windowsize from an OACK's options; a
+// blksize or windowsize larger than asked or out of range is a server bug.
+func readOACK(opts []byte, res *tftpResult, asked, askedWindow int) error {
 	fields := bytes.Split(bytes.TrimSuffix(opts, []byte{0}), []byte{0})
 	if len(fields)%2 != 0 {
 		return fmt.Errorf("%w: OACK options %q are not name/value pairs", errTFTPProto, clip(string(opts)))
@@ -221,6 +260,11 @@ func readOACK(opts []byte, res *tftpResult, asked int) error {
 				return fmt.Errorf("%w: OACK blksize %q (asked %d)", errTFTPProto, clip(val), asked)
 			}
 			res.BlkSize = int(v)
+		case "windowsize":
+			if err != nil || v < 1 || v > int64(max(askedWindow, 0)) {
+				return fmt.Errorf("%w: OACK windowsize %q (asked %d)", errTFTPProto, clip(val), askedWindow)
+			}
+			res.WindowSize = int(v)
 		case "tsize":
 			if err != nil || v < 0 {
 				return fmt.Errorf("%w: OACK tsize %q", errTFTPProto, clip(val))
