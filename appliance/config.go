@@ -52,11 +52,12 @@ type Config struct {
 		Relays      []string `yaml:"relays" doc:"IPv4 CIDRs (or addresses) of DHCP relays answered at their giaddr; without them only on-link relays sending as themselves are"`
 	} `yaml:"dhcp"`
 	TFTP struct {
-		Enabled      string `yaml:"enabled" doc:"TFTP: auto (on; off with a warning when it cannot bind), true (must run), false"`
-		Listen       string `yaml:"listen" doc:"TFTP address for the boot files; empty turns TFTP off"`
-		MaxBlockSize int    `yaml:"max_block_size" doc:"largest blksize granted, 512..65464 (1468 fits a 1500-byte MTU)"`
-		MaxTransfers int    `yaml:"max_transfers" doc:"TFTP transfers at once; a request beyond is dropped unanswered (the client retries)"`
-		MaxPerSource int    `yaml:"max_per_source" doc:"TFTP transfers at once from one client address"`
+		Enabled       string `yaml:"enabled" doc:"TFTP: auto (on; off with a warning when it cannot bind), true (must run), false"`
+		Listen        string `yaml:"listen" doc:"TFTP address for the boot files; empty turns TFTP off"`
+		MaxBlockSize  int    `yaml:"max_block_size" doc:"largest blksize granted, 512..65464 (1468 fits a 1500-byte MTU)"`
+		MaxWindowSize int    `yaml:"max_window_size" doc:"largest windowsize granted (RFC 7440: DATA packets sent before waiting for an ACK), 1..64; 1 is lock step; a window never holds more than 64 KiB"`
+		MaxTransfers  int    `yaml:"max_transfers" doc:"TFTP transfers at once; a request beyond is dropped unanswered (the client retries)"`
+		MaxPerSource  int    `yaml:"max_per_source" doc:"TFTP transfers at once from one client address"`
 	} `yaml:"tftp"`
 	Secrets struct {
 		Dir       string `yaml:"dir" doc:"the only directory whose files file:// secret refs may name (regular files, no symlinks; never the data dir nor a TLS key)"`
@@ -151,6 +152,7 @@ func DefaultConfig() Config {
 	c.TFTP.Enabled = "auto"
 	c.TFTP.Listen = ":69"
 	c.TFTP.MaxBlockSize = tftpd.DefaultMaxBlockSize
+	c.TFTP.MaxWindowSize = tftpd.DefaultMaxWindowSize
 	c.TFTP.MaxTransfers = tftpd.DefaultMaxTransfers
 	c.TFTP.MaxPerSource = tftpd.DefaultMaxPerSource
 	c.Secrets.Dir = secretref.DefaultDir
@@ -365,6 +367,8 @@ func tftpKey(field string) string {
 	switch field {
 	case "MaxBlockSize":
 		return "tftp.max_block_size"
+	case "MaxWindowSize":
+		return "tftp.max_window_size"
 	case "MaxTransfers":
 		return "tftp.max_transfers"
 	case "MaxPerSource":
@@ -377,7 +381,8 @@ func tftpKey(field string) string {
 // appliance use the same one, so a value the check accepts is one
 // tftpd.New accepts.
 func (c *Config) TFTPConfig(files tftpd.Files) tftpd.Config {
-	return tftpd.Config{Files: files, MaxBlockSize: c.TFTP.MaxBlockSize, MaxTransfers: c.TFTP.MaxTransfers, MaxPerSource: c.TFTP.MaxPerSource}
+	return tftpd.Config{Files: files, MaxBlockSize: c.TFTP.MaxBlockSize, MaxWindowSize: c.TFTP.MaxWindowSize,
+		MaxTransfers: c.TFTP.MaxTransfers, MaxPerSource: c.TFTP.MaxPerSource}
 }
 
 // SecretPolicy confines secret refs to secrets.dir and secrets.env_prefix,

@@ -26,17 +26,27 @@ const (
 	// acknowledgement stays held for Timeout×Retries (5 s); one that never
 	// acknowledged gives its slot up to a new request after 500 ms once
 	// all are taken. Each transfer holds two fds (its socket and
-	// the file) and at most two blocks of memory: 512 fds and well under
-	// 1 MiB at the default block size.
+	// the file) and at most a window of blocks: 512 fds, and 6 MiB at the
+	// default block and window sizes (16 MiB at most).
 	DefaultMaxTransfers = 256
 	// DefaultMaxPerSource bounds the transfers of one client address: one
 	// machine needs one, a few machines behind one NAT address need a few,
 	// and one address cannot take more than 1/32 of DefaultMaxTransfers.
 	DefaultMaxPerSource = 8
+	// DefaultMaxWindowSize is the largest windowsize granted by default.
+	// edk2 asks 4 (PcdPxeTftpWindowSize) and gets it; 16 leaves room for
+	// a client that asks more, while 16 blocks of 1468 bytes (23 KiB) stay
+	// well inside the 64 KiB cap on a window.
+	DefaultMaxWindowSize = 16
 )
 
 // maxTransfersLimit is the largest MaxTransfers accepted.
 const maxTransfersLimit = 16384
+
+// maxWindowLimit is the largest MaxWindowSize accepted. The 64 KiB cap on
+// a window's blocks allows at most 64 of 1 KiB or more; this keeps smaller
+// blocks to as many packets.
+const maxWindowLimit = 64
 
 // Files is the set of files the server serves; *images.Set satisfies it.
 type Files interface {
@@ -56,7 +66,12 @@ type Config struct {
 	// than RFC 1350's blocks). The arrival interface's MTU less 32 bytes
 	// (52 for IPv6) caps it further, so DATA packets do not fragment.
 	MaxBlockSize int
-	// Timeout is how long a DATA or OACK packet waits for its
+	// MaxWindowSize caps the windowsize option (RFC 7440): how many DATA
+	// packets are sent before waiting for an ACK. DefaultMaxWindowSize if
+	// zero, otherwise 1..64 (1: lock step, as RFC 1350). A window never
+	// holds more than 64 KiB of blocks, so large blocks get fewer.
+	MaxWindowSize int
+	// Timeout is how long an OACK or a window of DATA packets waits for an
 	// acknowledgement before it is sent again (DefaultTimeout if zero);
 	// Retries how many times it is sent in all (DefaultRetries if zero).
 	Timeout time.Duration
@@ -100,6 +115,8 @@ func (c Config) Check() error {
 	switch {
 	case c.MaxBlockSize != 0 && (c.MaxBlockSize < minBlockSize || c.MaxBlockSize > maxBlockSize):
 		return bad("MaxBlockSize", "%d is outside %d..%d (0 for %d)", c.MaxBlockSize, minBlockSize, maxBlockSize, DefaultMaxBlockSize)
+	case c.MaxWindowSize < 0 || c.MaxWindowSize > maxWindowLimit:
+		return bad("MaxWindowSize", "%d is outside 1..%d (0 for %d)", c.MaxWindowSize, maxWindowLimit, DefaultMaxWindowSize)
 	case c.Timeout < 0:
 		return bad("Timeout", "%s must not be negative", c.Timeout)
 	case c.Retries < 0:
@@ -126,6 +143,7 @@ func (c Config) withDefaults() (Config, error) {
 		}
 	}
 	def(&c.MaxBlockSize, DefaultMaxBlockSize)
+	def(&c.MaxWindowSize, DefaultMaxWindowSize)
 	def(&c.Retries, DefaultRetries)
 	def(&c.MaxTransfers, DefaultMaxTransfers)
 	def(&c.MaxPerSource, DefaultMaxPerSource)

@@ -3,13 +3,14 @@
 // answer and before it runs iPXE.
 //
 // It speaks TFTP as RFC 1350 defines it, with option negotiation
-// (RFC 2347) of blksize (RFC 2348) and tsize (RFC 2349). The request loop
-// and the lock-step sender are this package's own (pin/tftp/v3 opens a
-// socket and starts a goroutine for every request before any handler
-// can refuse it, so it cannot be bounded); netascii conversion is
-// pin/tftp's. Every transfer runs from a fresh UDP port. Unknown options
-// such as windowsize (RFC 7440) are left out of the OACK, which RFC 2347
-// allows, so such clients fall back to lock-step transfer.
+// (RFC 2347) of blksize (RFC 2348), tsize (RFC 2349) and windowsize
+// (RFC 7440: up to MaxWindowSize DATA packets, and 64 KiB, before an
+// ACK). The request loop and the windowed sender are this package's own
+// (pin/tftp/v3 opens a socket and starts a goroutine for every request
+// before any handler can refuse it, so it cannot be bounded); netascii
+// conversion is pin/tftp's. Every transfer runs from a fresh UDP port.
+// Unknown options such as timeout are left out of the OACK, which
+// RFC 2347 allows.
 //
 // Only files of the Files set are served, by exact name after at most one
 // leading "/" is dropped; write requests, unknown names and any path trick

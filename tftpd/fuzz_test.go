@@ -3,6 +3,7 @@ package tftpd
 import (
 	"encoding/binary"
 	"net"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -85,9 +86,13 @@ func probe(t *testing.T, server string) {
 // FuzzParseRequest checks the request parser: no panic, an accepted
 // packet is an RRQ or WRQ of at most maxRequest bytes whose name and mode
 // hold no NUL, and negotiation never grants a block size outside
-// 512..limit.
+// 512..limit, nor a window outside 1..limit or over 64 KiB of blocks, and
+// the OACK says the window used.
 func FuzzParseRequest(f *testing.F) {
 	f.Add(request(1, "ipxe.efi", "octet", "blksize", "1468", "tsize", "0"))
+	f.Add(request(1, "ipxe.efi", "octet", "tsize", "0", "blksize", "1468", "windowsize", "4"))
+	f.Add(request(1, "ipxe.efi", "octet", "blksize", "65464", "windowsize", "65535"))
+	f.Add(request(1, "ipxe.efi", "octet", "windowsize", "0", "windowsize", "70000"))
 	f.Add(request(2, "x", "netascii"))
 	f.Add([]byte{0, 1, 'a', 0})
 	f.Add([]byte{0, 1, 'a', 0, 'o', 0, 'b', 'l', 'k', 's', 'i', 'z', 'e', 0, '9', '9', '9', '9', '9', '9'})
@@ -103,8 +108,17 @@ func FuzzParseRequest(f *testing.F) {
 			t.Fatalf("NUL in name %q or mode %q", r.name, r.mode)
 		}
 		for _, limit := range []int{512, 1468, 65464} {
-			if n, _ := r.negotiate(limit, 1); n < 512 || n > limit {
-				t.Fatalf("negotiate(%d) = blksize %d for options %q", limit, n, r.opts)
+			for _, wlimit := range []int{1, 16, 64} {
+				n, w, oack := r.negotiate(limit, wlimit, 1)
+				if n < 512 || n > limit {
+					t.Fatalf("negotiate(%d, %d) = blksize %d for options %q", limit, wlimit, n, r.opts)
+				}
+				if w < 1 || w > wlimit || (w > 1 && w*n > maxWindowBytes) {
+					t.Fatalf("negotiate(%d, %d) = window %d of %d-byte blocks for options %q", limit, wlimit, w, n, r.opts)
+				}
+				if got, ok := parseOptions(oackPacket(oack)[2:])["windowsize"]; ok && got != strconv.Itoa(w) || !ok && w != 1 {
+					t.Fatalf("negotiate(%d, %d) = window %d, OACK says %q", limit, wlimit, w, got)
+				}
 			}
 		}
 	})

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"github.com/siteboot/siteboot/internal/logbuf"
 	"github.com/siteboot/siteboot/internal/metrictest"
+	"hash"
 	"log/slog"
 	"math/rand/v2"
 	"net"
@@ -166,8 +167,7 @@ func rawDrive(t testing.TB, conn *net.UDPConn) rawResult {
 func rawDriveFrom(t testing.TB, conn *net.UDPConn, first []byte, firstFrom *net.UDPAddr) rawResult {
 	t.Helper()
 	var res rawResult
-	var data []byte
-	blksize, want := 512, uint16(1)
+	c := newWindowClient(t, conn)
 	for {
 		p, from := first, firstFrom
 		if first == nil {
@@ -177,25 +177,19 @@ func rawDriveFrom(t testing.TB, conn *net.UDPConn, first []byte, firstFrom *net.
 		switch binary.BigEndian.Uint16(p) {
 		case 6: // OACK
 			res.OACK = parseOptions(p[2:])
-			if v, ok := res.OACK["blksize"]; ok {
-				blksize = atoi(t, v)
-			}
+			c.options(res.OACK)
 			ack(t, conn, from, 0)
 		case 3: // DATA
-			block := binary.BigEndian.Uint16(p[2:])
-			if block != want {
-				ack(t, conn, from, block) // a retransmission
+			c.tid = from
+			took, last := c.take(p)
+			if !took {
 				continue
 			}
-			if block == 1 {
+			if res.Blocks++; res.Blocks == 1 {
 				res.FirstLen = len(p) - 4
 			}
-			res.Blocks++
-			data = append(data, p[4:]...)
-			ack(t, conn, from, block)
-			want++
-			if len(p)-4 < blksize {
-				res.Size, res.SHA256 = len(data), sha256.Sum256(data)
+			if last {
+				res.Size, res.SHA256 = c.sum()
 				return res
 			}
 		case 5: // ERROR
@@ -204,6 +198,88 @@ func rawDriveFrom(t testing.TB, conn *net.UDPConn, first []byte, firstFrom *net.
 			return res
 		default:
 			t.Fatalf("unexpected packet %x", p)
+		}
+	}
+}
+
+// windowClient receives DATA as edk2 does (NetworkPkg/Mtftp4Dxe/
+// Mtftp4Rrq.c): it takes the blocks in order and acknowledges every
+// window'th one taken since its last ACK, and the last block; a block out
+// of order (a retransmission, or one after a lost block) is dropped and
+// answered with an ACK of the last block taken. With a window of 1 that
+// is RFC 1350's lock step.
+type windowClient struct {
+	t               testing.TB
+	conn            *net.UDPConn
+	tid             *net.UDPAddr // the server's transfer port
+	blksize, window int
+	next            uint16 // the block expected; wraps to 0 after 65535
+	taken           int    // blocks taken since the last ACK
+	acks            int    // ACKs sent
+	size            int    // bytes taken
+	hash            hash.Hash
+}
+
+// newWindowClient is a windowClient on conn, expecting block 1 in 512-byte
+// blocks in lock step until options says otherwise.
+func newWindowClient(t testing.TB, conn *net.UDPConn) *windowClient {
+	return &windowClient{t: t, conn: conn, blksize: minBlockSize, window: 1, next: 1, hash: sha256.New()}
+}
+
+// options applies the blksize and windowsize of an OACK.
+func (c *windowClient) options(oack map[string]string) {
+	if v, ok := oack["blksize"]; ok {
+		c.blksize = atoi(c.t, v)
+	}
+	if v, ok := oack["windowsize"]; ok {
+		c.window = atoi(c.t, v)
+	}
+}
+
+// take handles the DATA packet p: whether it was the block expected, and
+// whether that was the last block.
+func (c *windowClient) take(p []byte) (took, last bool) {
+	c.t.Helper()
+	if binary.BigEndian.Uint16(p[2:]) != c.next {
+		c.ack(c.next - 1)
+		return false, false
+	}
+	c.size += len(p) - 4
+	c.hash.Write(p[4:])
+	last = len(p)-4 < c.blksize
+	if c.taken++; c.taken == c.window || last {
+		c.ack(c.next)
+	}
+	c.next++
+	return true, last
+}
+
+// ack acknowledges block and starts a new window.
+func (c *windowClient) ack(block uint16) {
+	c.t.Helper()
+	ack(c.t, c.conn, c.tid, block)
+	c.acks++
+	c.taken = 0
+}
+
+// sum is the size and SHA-256 of the data taken.
+func (c *windowClient) sum() (int, [32]byte) {
+	var sum [32]byte
+	c.hash.Sum(sum[:0])
+	return c.size, sum
+}
+
+// finish receives until the last block and returns sum.
+func (c *windowClient) finish() (int, [32]byte) {
+	c.t.Helper()
+	for {
+		p, from := readPacket(c.t, c.conn)
+		if binary.BigEndian.Uint16(p) != opDATA {
+			c.t.Fatalf("got %x, want DATA", p[:4])
+		}
+		c.tid = from
+		if _, last := c.take(p); last {
+			return c.sum()
 		}
 	}
 }

@@ -28,6 +28,17 @@ const (
 	maxBlockSize = 65464
 )
 
+// maxWindowSize is RFC 7440's largest windowsize. maxWindowBytes caps the
+// blocks of one window, whatever the block size: the sender keeps a window
+// for retransmission until it is acknowledged, so this bounds a
+// transfer's memory (16 MiB at DefaultMaxTransfers), and the burst a
+// client's receive queue must absorb between two ACKs: firmware polls its
+// NIC, and what overflows that queue is lost and must be sent again.
+const (
+	maxWindowSize  = 65535
+	maxWindowBytes = 64 << 10
+)
+
 // rqPacket is a parsed RRQ or WRQ.
 type rqPacket struct {
 	op   uint16
@@ -67,23 +78,30 @@ func parseRequest(p []byte) (rqPacket, error) {
 func (r rqPacket) netascii() bool { return strings.EqualFold(r.mode, "netascii") }
 
 // negotiate picks the options this server acknowledges (RFC 2347): blksize
-// capped at limit (RFC 2348; a value below 512 or above 65464 is ignored,
-// leaving 512) and tsize answered with size (RFC 2349). Everything else
-// is left out. It returns the block size and the OACK's options, nil when
-// no OACK is due.
-func (r rqPacket) negotiate(limit int, size int64) (int, []string) {
-	blksize := minBlockSize
-	var oack []string
+// capped at blockLimit (RFC 2348; a value below 512 or above 65464 is
+// ignored, leaving 512), tsize answered with size (RFC 2349) and
+// windowsize (RFC 7440; 1..65535, else ignored, leaving 1) capped at
+// windowLimit and at maxWindowBytes of blocks. Everything else is left
+// out. It returns the block size, the window and the OACK's options, nil
+// when no OACK is due.
+func (r rqPacket) negotiate(blockLimit, windowLimit int, size int64) (blksize, window int, oack []string) {
+	blksize, window = minBlockSize, 1
 	if v, ok := r.opts["blksize"]; ok {
 		if n, err := strconv.Atoi(v); err == nil && n >= minBlockSize && n <= maxBlockSize {
-			blksize = min(n, limit)
+			blksize = min(n, blockLimit)
 			oack = append(oack, "blksize", strconv.Itoa(blksize))
 		}
 	}
 	if _, ok := r.opts["tsize"]; ok {
 		oack = append(oack, "tsize", strconv.FormatInt(size, 10))
 	}
-	return blksize, oack
+	if v, ok := r.opts["windowsize"]; ok {
+		if n, err := strconv.Atoi(v); err == nil && n >= 1 && n <= maxWindowSize {
+			window = min(n, windowLimit, max(1, maxWindowBytes/blksize))
+			oack = append(oack, "windowsize", strconv.Itoa(window))
+		}
+	}
+	return blksize, window, oack
 }
 
 func oackPacket(kv []string) []byte {

@@ -31,9 +31,10 @@ func TestNegotiation(t *testing.T) {
 		{"blksize below 512 ignored", 0, []string{"blksize", "8"}, rawResult{FirstLen: 512, Blocks: len(file)/512 + 1}},
 		{"tsize answered", 0, []string{"tsize", "0"},
 			rawResult{OACK: map[string]string{"tsize": size}, FirstLen: 512, Blocks: len(file)/512 + 1}},
-		{"windowsize alone ignored", 0, []string{"windowsize", "4"}, rawResult{FirstLen: 512, Blocks: len(file)/512 + 1}},
+		{"windowsize alone", 0, []string{"windowsize", "4"},
+			rawResult{OACK: map[string]string{"windowsize": "4"}, FirstLen: 512, Blocks: len(file)/512 + 1}},
 		{"edk2 style: blksize tsize windowsize", 0, []string{"blksize", "1468", "tsize", "0", "windowsize", "4"},
-			rawResult{OACK: map[string]string{"blksize": "1468", "tsize": size}, FirstLen: 1468, Blocks: len(file)/1468 + 1}},
+			rawResult{OACK: map[string]string{"blksize": "1468", "tsize": size, "windowsize": "4"}, FirstLen: 1468, Blocks: len(file)/1468 + 1}},
 		{"option names are matched as sent", 0, []string{"BLKSIZE", "1468", "timeout", "1"},
 			rawResult{FirstLen: 512, Blocks: len(file)/512 + 1}},
 	}

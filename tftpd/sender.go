@@ -15,20 +15,25 @@ import (
 // CR NUL for a bare CR) with pin/tftp's converter.
 func netasciiReader(r io.Reader) io.Reader { return netascii.ToReader(r) }
 
-// sender sends one file in lock step (RFC 1350): a DATA block, then wait
-// for its ACK, sending it again after each Timeout up to Retries sends in
-// all. Datagrams from any other address or port than the client's are
-// ignored, as are ACKs of earlier blocks (sending again on those is the
-// Sorcerer's Apprentice bug).
+// sender sends one file in windows of DATA blocks (RFC 7440; a window of
+// one is RFC 1350's lock step): up to window blocks from the first one not
+// acknowledged, then it waits. An ACK of any block of the window
+// acknowledges it and every block before it, and the next window starts
+// right after it, so a client that missed a block gets it again at once.
+// Without such an ACK the window is sent again after each Timeout, up to
+// Retries sends in all. Datagrams from any other address or port than the
+// client's are ignored, as are ACKs of blocks already acknowledged
+// (sending again on those is the Sorcerer's Apprentice bug).
 type sender struct {
 	conn    *net.UDPConn
 	to      *net.UDPAddr
 	timeout time.Duration
 	retries int
 	blksize int
+	window  int    // DATA packets sent before waiting for an ACK
 	confirm func() // called on the client's first acknowledgement
 
-	sent, acked int   // datagrams, for the log line
+	sent, acked int   // datagrams sent, ACKs that moved the transfer on: for the log line
 	cause       error // the read error behind errReadSource
 	rbuf        [maxRequest]byte
 }
@@ -37,82 +42,106 @@ type sender struct {
 var errQuiet = &net.OpError{Op: "read", Net: "udp", Err: os.ErrDeadlineExceeded}
 
 // run sends the OACK (if oack is not nil) and then the file. It stops
-// before the next block once done is closed, telling the client.
+// before the next window once done is closed, telling the client.
 func (x *sender) run(done <-chan struct{}, r io.Reader, oack []string) (int64, error) {
 	if oack != nil {
-		if err := x.exchange(oackPacket(oack), 0); err != nil {
+		if _, err := x.exchange([][]byte{oackPacket(oack)}, 0); err != nil {
 			return 0, err
 		}
 	}
-	pkt := make([]byte, 4+x.blksize)
-	binary.BigEndian.PutUint16(pkt, opDATA)
+	// Block b (counted from 1, without wrapping) is read into slot
+	// b%window of buf and kept in win until the client acknowledges it:
+	// the only copy of the file a transfer holds.
+	slot := 4 + x.blksize
+	buf := make([]byte, x.window*slot)
+	win := make([][]byte, 0, x.window)
 	var n int64
-	for block := uint16(1); ; block++ {
+	eof := false // the last block, shorter than blksize, has been read
+	for base := 1; ; {
 		select {
 		case <-done:
 			x.abort(errStopping)
 			return n, errStopping
 		default:
 		}
-		l, err := io.ReadFull(r, pkt[4:])
-		if err != nil && err != io.EOF && !errors.Is(err, io.ErrUnexpectedEOF) {
-			x.cause = err
-			x.abort(errReadSource)
-			return n, errReadSource
+		for len(win) < x.window && !eof {
+			b := base + len(win)
+			p := buf[b%x.window*slot:][:slot]
+			l, err := io.ReadFull(r, p[4:])
+			if err != nil && err != io.EOF && !errors.Is(err, io.ErrUnexpectedEOF) {
+				x.cause = err
+				x.abort(errReadSource)
+				return n, errReadSource
+			}
+			binary.BigEndian.PutUint16(p, opDATA)
+			binary.BigEndian.PutUint16(p[2:], uint16(b)) // wraps to 0 after 65535, as clients expect
+			win = append(win, p[:4+l])
+			eof = l < x.blksize
 		}
-		binary.BigEndian.PutUint16(pkt[2:], block) // wraps to 0 after 65535, as clients expect
-		if err := x.exchange(pkt[:4+l], block); err != nil {
+		k, err := x.exchange(win, uint16(base))
+		if err != nil {
 			return n, err
 		}
-		n += int64(l)
-		if l < x.blksize {
+		for _, p := range win[:k] {
+			n += int64(len(p) - 4)
+		}
+		base += k
+		win = append(win[:0], win[k:]...)
+		if eof && len(win) == 0 {
 			return n, nil
 		}
 	}
 }
 
-// exchange sends p until the client acknowledges block.
-func (x *sender) exchange(p []byte, block uint16) error {
+// exchange sends pkts, the packets of blocks first, first+1 and on (the
+// OACK is block 0), until the client acknowledges one of them, and
+// returns how many of them that acknowledges.
+func (x *sender) exchange(pkts [][]byte, first uint16) (int, error) {
 	for range x.retries {
-		if _, err := x.conn.WriteToUDP(p, x.to); err != nil {
-			return err
+		for _, p := range pkts {
+			if _, err := x.conn.WriteToUDP(p, x.to); err != nil {
+				return 0, err
+			}
+			x.sent++
 		}
-		x.sent++
-		err := x.await(block)
+		k, err := x.await(first, len(pkts))
 		if err == nil {
 			if x.acked++; x.acked == 1 && x.confirm != nil {
 				x.confirm()
 			}
-			return nil
+			return k, nil
 		}
 		if !errors.Is(err, os.ErrDeadlineExceeded) {
-			return err
+			return 0, err
 		}
 	}
-	return errQuiet
+	return 0, errQuiet
 }
 
-// await reads until the ACK of block, an ERROR from the client or the
-// timeout.
-func (x *sender) await(block uint16) error {
+// await reads until an ACK of one of the count blocks from first on, an
+// ERROR from the client or the timeout, and returns how many of the count
+// blocks the ACK acknowledges. Block numbers wrap, so an ACK is placed by
+// its distance ahead of first modulo 2^16: an ACK of first-1 or of a block
+// before it comes out near 65535, far beyond count (at most 64).
+func (x *sender) await(first uint16, count int) (int, error) {
 	if err := x.conn.SetReadDeadline(time.Now().Add(x.timeout)); err != nil {
-		return err
+		return 0, err
 	}
 	for {
 		n, from, err := x.conn.ReadFromUDP(x.rbuf[:])
 		if err != nil {
-			return err
+			return 0, err
 		}
 		if n < 4 || from.Port != x.to.Port || !from.IP.Equal(x.to.IP) {
 			continue
 		}
 		switch binary.BigEndian.Uint16(x.rbuf[:]) {
 		case opACK:
-			if binary.BigEndian.Uint16(x.rbuf[2:]) == block {
-				return nil
+			if i := int(binary.BigEndian.Uint16(x.rbuf[2:]) - first); i < count {
+				return i + 1, nil
 			}
 		case opERROR:
-			return parseClientError(x.rbuf[:n])
+			return 0, parseClientError(x.rbuf[:n])
 		}
 	}
 }

@@ -64,7 +64,7 @@ func (s *Server) Serve(ctx context.Context, conn net.PacketConn) error {
 	}
 	l := newListener(udp)
 	s.log.Info("tftp serving", "addr", udp.LocalAddr().String(), "max_blksize", s.cfg.MaxBlockSize,
-		"max_transfers", s.cfg.MaxTransfers, "max_per_source", s.cfg.MaxPerSource)
+		"max_windowsize", s.cfg.MaxWindowSize, "max_transfers", s.cfg.MaxTransfers, "max_per_source", s.cfg.MaxPerSource)
 	stop, watched := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(watched)

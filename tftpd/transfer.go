@@ -46,9 +46,9 @@ func (s *Server) serveRead(done <-chan struct{}, l *listener, d datagram, log *s
 	if !s.admit.attach(t, conn) {
 		return // preempted while opening; counted and logged then
 	}
-	blksize, oack := req.negotiate(s.blockLimit(d), size)
+	blksize, window, oack := req.negotiate(s.blockLimit(d), s.cfg.MaxWindowSize, size)
 	x := &sender{conn: conn, to: d.src, timeout: s.cfg.Timeout, retries: s.cfg.Retries, blksize: blksize,
-		confirm: func() { s.admit.confirm(t) }}
+		window: window, confirm: func() { s.admit.confirm(t) }}
 	var src io.Reader = f
 	if req.netascii() {
 		src = netasciiReader(f)
@@ -94,7 +94,7 @@ func (s *Server) finish(log *slog.Logger, client netip.AddrPort, req rqPacket, x
 		s.m.seconds.Observe(d.Seconds())
 	}
 	attrs := []any{"op", "read", "bytes", n, "size", size, "blksize", x.blksize,
-		"duration", d.Round(time.Microsecond), "result", result, "mode", req.mode,
+		"windowsize", x.window, "duration", d.Round(time.Microsecond), "result", result, "mode", req.mode,
 		"datagrams", x.sent, "acked", x.acked}
 	if err != nil {
 		attrs = append(attrs, "err", describe(err))

@@ -141,6 +141,8 @@ func TestConfigErrorsNameTheKey(t *testing.T) {
 		{"tftp max transfers", "tftp:\n  max_transfers: -1\n", nil, "tftp.max_transfers: -1 is outside 1..16384"},
 		{"tftp max per source", "", map[string]string{"SITEBOOT_TFTP_MAX_PER_SOURCE": "-2"}, "tftp.max_per_source"},
 		{"tftp block size", "tftp:\n  max_block_size: 511\n", nil, "tftp.max_block_size: 511 is outside 512..65464"},
+		{"tftp window size", "tftp:\n  max_window_size: 65\n", nil, "tftp.max_window_size: 65 is outside 1..64"},
+		{"tftp window size env", "", map[string]string{"SITEBOOT_TFTP_MAX_WINDOW_SIZE": "-1"}, "tftp.max_window_size"},
 		{"secrets env prefix", "", map[string]string{"SITEBOOT_SECRETS_ENV_PREFIX": "MY-"}, "secrets.env_prefix"},
 		{"interfaces env list", "", map[string]string{"SITEBOOT_DHCP_INTERFACES": "eth0,eth1", "SITEBOOT_LOG_LEVEL": "loud"}, "log.level"},
 		{"raft bind without tls", "lease:\n  raft:\n    bind: 10.0.0.2:7390\n", nil, "lease.raft.bind: \"10.0.0.2:7390\" is not a loopback address"},
@@ -249,6 +251,31 @@ func TestDeprecatedRaftListenWarnsOnce(t *testing.T) {
 	}
 }
 
+// TestConfigTFTPWindowSize: tftp.max_window_size defaults to tftpd's
+// default and reaches the TFTP server's config from the environment.
+func TestConfigTFTPWindowSize(t *testing.T) {
+	for _, tc := range []struct {
+		env  map[string]string
+		want int
+	}{
+		{nil, tftpd.DefaultMaxWindowSize},
+		{map[string]string{"SITEBOOT_TFTP_MAX_WINDOW_SIZE": "1"}, 1},
+		{map[string]string{"SITEBOOT_TFTP_MAX_WINDOW_SIZE": "4"}, 4},
+	} {
+		cfg, err := loadConfig("", envOf(tc.env))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.DataDir = t.TempDir()
+		if err := cfg.Finish(); err != nil {
+			t.Fatal(err)
+		}
+		if got := cfg.TFTPConfig(nil).MaxWindowSize; got != tc.want {
+			t.Errorf("env %v: MaxWindowSize %d, want %d", tc.env, got, tc.want)
+		}
+	}
+}
+
 // TestConfigTFTPAgreesWithTFTPD: a TFTP setting passes the config check
 // exactly when tftpd.New accepts it (max_block_size 512 once passed the
 // one and failed the other at start).
@@ -266,6 +293,9 @@ func TestConfigTFTPAgreesWithTFTPD(t *testing.T) {
 	for _, v := range []int{-1, 0, 8, 511, 512, 513, 1468, 65464, 65465} {
 		tests = append(tests, setting{fmt.Sprintf("max_block_size %d", v), func(c *Config) { c.TFTP.MaxBlockSize = v }})
 	}
+	for _, v := range []int{-1, 0, 1, 4, 64, 65} {
+		tests = append(tests, setting{fmt.Sprintf("max_window_size %d", v), func(c *Config) { c.TFTP.MaxWindowSize = v }})
+	}
 	for _, v := range []int{-1, 0, 1, 256, 16384, 16385} {
 		tests = append(tests,
 			setting{fmt.Sprintf("max_transfers %d", v), func(c *Config) { c.TFTP.MaxTransfers = v }},
@@ -277,7 +307,7 @@ func TestConfigTFTPAgreesWithTFTPD(t *testing.T) {
 			cfg.DataDir = t.TempDir()
 			tc.set(&cfg)
 			checkErr := cfg.Finish()
-			_, newErr := tftpd.New(tftpd.Config{Files: set, MaxBlockSize: cfg.TFTP.MaxBlockSize,
+			_, newErr := tftpd.New(tftpd.Config{Files: set, MaxBlockSize: cfg.TFTP.MaxBlockSize, MaxWindowSize: cfg.TFTP.MaxWindowSize,
 				MaxTransfers: cfg.TFTP.MaxTransfers, MaxPerSource: cfg.TFTP.MaxPerSource})
 			if (checkErr == nil) != (newErr == nil) {
 				t.Errorf("config check: %v; tftpd.New: %v", checkErr, newErr)
