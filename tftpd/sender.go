@@ -20,10 +20,16 @@ func netasciiReader(r io.Reader) io.Reader { return netascii.ToReader(r) }
 // acknowledged, then it waits. An ACK of any block of the window
 // acknowledges it and every block before it, and the next window starts
 // right after it, so a client that missed a block gets it again at once.
-// Without such an ACK the window is sent again after each Timeout, up to
-// Retries sends in all. Datagrams from any other address or port than the
-// client's are ignored, as are ACKs of blocks already acknowledged
-// (sending again on those is the Sorcerer's Apprentice bug).
+// A client that missed the window's first block acknowledges the block
+// before the window again (RFC 7440 §4; edk2 does so for every block that
+// is not the one it expects): the window is sent again at once, once per
+// window. The repeats a client sends for the blocks it got after a gap in
+// the window before are expected and skipped first. Every other ACK of a
+// block already acknowledged is ignored (sending again on each is the
+// Sorcerer's Apprentice bug), and in lock step (a window of one) all are,
+// as RFC 1350 servers do. Without such an ACK the window is sent again after
+// each Timeout, up to Retries sends in all. Datagrams from any other
+// address or port than the client's are ignored.
 type sender struct {
 	conn    *net.UDPConn
 	to      *net.UDPAddr
@@ -45,7 +51,7 @@ var errQuiet = &net.OpError{Op: "read", Net: "udp", Err: os.ErrDeadlineExceeded}
 // before the next window once done is closed, telling the client.
 func (x *sender) run(done <-chan struct{}, r io.Reader, oack []string) (int64, error) {
 	if oack != nil {
-		if _, err := x.exchange([][]byte{oackPacket(oack)}, 0); err != nil {
+		if _, err := x.exchange([][]byte{oackPacket(oack)}, 0, false, 0); err != nil {
 			return 0, err
 		}
 	}
@@ -57,6 +63,7 @@ func (x *sender) run(done <-chan struct{}, r io.Reader, oack []string) (int64, e
 	win := make([][]byte, 0, x.window)
 	var n int64
 	eof := false // the last block, shorter than blksize, has been read
+	repeats := 0 // ACKs of base-1 still expected for blocks after a gap
 	for base := 1; ; {
 		select {
 		case <-done:
@@ -78,10 +85,14 @@ func (x *sender) run(done <-chan struct{}, r io.Reader, oack []string) (int64, e
 			win = append(win, p[:4+l])
 			eof = l < x.blksize
 		}
-		k, err := x.exchange(win, uint16(base))
+		k, err := x.exchange(win, uint16(base), true, repeats)
 		if err != nil {
 			return n, err
 		}
+		// An ACK within the window says the client missed block base+k;
+		// edk2 acknowledges base+k-1 again for each later block of this
+		// window it gets.
+		repeats = len(win) - k - 1
 		for _, p := range win[:k] {
 			n += int64(len(p) - 4)
 		}
@@ -95,35 +106,48 @@ func (x *sender) run(done <-chan struct{}, r io.Reader, oack []string) (int64, e
 
 // exchange sends pkts, the packets of blocks first, first+1 and on (the
 // OACK is block 0), until the client acknowledges one of them, and
-// returns how many of them that acknowledges.
-func (x *sender) exchange(pkts [][]byte, first uint16) (int, error) {
-	for range x.retries {
+// returns how many of them that acknowledges. data says pkts is a window
+// of DATA, not the OACK; the first skip ACKs of first-1 are the client's
+// repeats for an earlier gap.
+func (x *sender) exchange(pkts [][]byte, first uint16, data bool, skip int) (int, error) {
+	// A repeated ACK of first-1 beyond skip sends the window again at
+	// once, once: it does not count as one of Retries.
+	missed := data && x.window > 1
+	for try := 0; try < x.retries; try++ {
 		for _, p := range pkts {
 			if _, err := x.conn.WriteToUDP(p, x.to); err != nil {
 				return 0, err
 			}
 			x.sent++
 		}
-		k, err := x.await(first, len(pkts))
-		if err == nil {
+		k, err := x.await(first, len(pkts), missed, &skip)
+		switch {
+		case err == nil:
 			if x.acked++; x.acked == 1 && x.confirm != nil {
 				x.confirm()
 			}
 			return k, nil
-		}
-		if !errors.Is(err, os.ErrDeadlineExceeded) {
+		case err == errMissedFirst:
+			missed, try = false, try-1
+		case !errors.Is(err, os.ErrDeadlineExceeded):
 			return 0, err
 		}
 	}
 	return 0, errQuiet
 }
 
+// errMissedFirst is an ACK of the block before the window: the client
+// missed the window's first block.
+var errMissedFirst = errors.New("client missed the window's first block")
+
 // await reads until an ACK of one of the count blocks from first on, an
 // ERROR from the client or the timeout, and returns how many of the count
 // blocks the ACK acknowledges. Block numbers wrap, so an ACK is placed by
 // its distance ahead of first modulo 2^16: an ACK of first-1 or of a block
-// before it comes out near 65535, far beyond count (at most 64).
-func (x *sender) await(first uint16, count int) (int, error) {
+// before it comes out near 65535, far beyond count (at most 64). With
+// missed, an ACK of first-1 is errMissedFirst once *skip of them have
+// been counted down.
+func (x *sender) await(first uint16, count int, missed bool, skip *int) (int, error) {
 	if err := x.conn.SetReadDeadline(time.Now().Add(x.timeout)); err != nil {
 		return 0, err
 	}
@@ -137,8 +161,16 @@ func (x *sender) await(first uint16, count int) (int, error) {
 		}
 		switch binary.BigEndian.Uint16(x.rbuf[:]) {
 		case opACK:
-			if i := int(binary.BigEndian.Uint16(x.rbuf[2:]) - first); i < count {
-				return i + 1, nil
+			i := binary.BigEndian.Uint16(x.rbuf[2:]) - first
+			if int(i) < count {
+				return int(i) + 1, nil
+			}
+			if missed && i == 0xffff {
+				if *skip > 0 {
+					*skip--
+					continue
+				}
+				return 0, errMissedFirst
 			}
 		case opERROR:
 			return 0, parseClientError(x.rbuf[:n])

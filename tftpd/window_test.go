@@ -270,13 +270,16 @@ func TestWindowTimeout(t *testing.T) {
 
 // TestWindowIgnoresOtherAcks: ACKs of blocks already acknowledged, of
 // blocks not sent yet and from another port do not move the transfer or
-// make the server send anything (the Sorcerer's Apprentice bug).
+// make the server send anything (the Sorcerer's Apprentice bug), but for
+// the first repeat of the ACK before the window (TestWindowMissedFirst).
 func TestWindowIgnoresOtherAcks(t *testing.T) {
 	fx := start(t, Config{Timeout: 2 * time.Second})
 	c := startWindowed(t, fx)
 	for _, p := range readData(t, c, 1, 4) {
 		c.take(p)
 	}
+	readData(t, c, 5, 4)
+	ack(t, c.conn, c.tid, 4) // blocks 5..8 again, once
 	ps := readData(t, c, 5, 4)
 	for _, block := range []uint16{4, 3, 0, 65535, 9, 12} {
 		ack(t, c.conn, c.tid, block)
@@ -287,7 +290,35 @@ func TestWindowIgnoresOtherAcks(t *testing.T) {
 	for _, p := range ps {
 		c.take(p)
 	}
-	wantFile(t, fx, c, 1+ipxeBlocks, 1+ipxeWindows)
+	wantFile(t, fx, c, 1+ipxeBlocks+4, 1+ipxeWindows)
+}
+
+// TestWindowMissedFirst: a client that missed the first block of a window
+// acknowledges the block before it again, as edk2 does; the server sends
+// the window again at once, not after Timeout, and only once however many
+// such ACKs come.
+func TestWindowMissedFirst(t *testing.T) {
+	fx := start(t, Config{Timeout: 3 * time.Second})
+	c := startWindowed(t, fx)
+	ps := readData(t, c, 1, 4)
+	// Block 1 is lost on the way: blocks 2..4 each make the client
+	// acknowledge block 0 again.
+	for _, p := range ps[1:] {
+		c.take(p)
+	}
+	if c.acks != 3 {
+		t.Fatalf("client sent %d ACKs, want three more of block 0", c.acks)
+	}
+	sent := time.Now()
+	again := readData(t, c, 1, 4)
+	if d := time.Since(sent); d > time.Second {
+		t.Errorf("blocks 1.. came %s after the repeated ACK 0; want at once, not after Timeout", d)
+	}
+	expectSilence(t, c.conn, 200*time.Millisecond) // the other repeats are ignored
+	for _, p := range again {
+		c.take(p)
+	}
+	wantFile(t, fx, c, 1+ipxeBlocks+4, 1+ipxeWindows)
 }
 
 // TestWindowExactMultiple: a file whose size is a multiple of blksize ends

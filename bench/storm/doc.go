@@ -25,8 +25,9 @@
 //     HTTP from the URL the HTTPClient offer names. UEFI machines ask for
 //     windowsize 4 (RFC 7440) as edk2 does (its probe: tsize, blksize and
 //     windowsize; its download: blksize and windowsize) and acknowledge
-//     each window, or at once the last block in order after a gap; BIOS
-//     machines transfer in lock step, as PXE ROMs do;
+//     each window, and the last block in order for every block they did
+//     not expect, as edk2 does; BIOS machines transfer in lock step, as
+//     PXE ROMs do;
 //  3. ipxe-dhcp: iPXE's DISCOVER (option 77 "iPXE", same MAC and UUID) until
 //     a proxy offer; when it has no "PXE options" (a next server and a
 //     file, or a menu: iPXE's dhcp_has_pxeopts), iPXE's ProxyDHCPREQUEST

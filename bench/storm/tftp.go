@@ -93,7 +93,6 @@ func tftpTransfer(ctx context.Context, src, server netip.Addr, file string, s tf
 	last := rrq
 	block := uint16(1) // next DATA block expected
 	inWindow := 0      // blocks received since the last ACK
-	gapAcked := false  // an out-of-order block was answered since the last in-order one
 	buf := make([]byte, 65536+4)
 	sends := 0
 	send := func() error {
@@ -177,7 +176,7 @@ func tftpTransfer(ctx context.Context, src, server netip.Addr, file string, s tf
 			case num == block:
 				res.Bytes += int64(len(pkt) - 4)
 				final := len(pkt)-4 < res.BlkSize
-				inWindow, gapAcked = inWindow+1, false
+				inWindow++
 				// As edk2 does: an ACK for a whole window or the last
 				// block; in lock step (window 1) that is every block.
 				if final || inWindow >= res.WindowSize {
@@ -199,14 +198,13 @@ func tftpTransfer(ctx context.Context, src, server netip.Addr, file string, s tf
 				if err := send(); err != nil {
 					return res, fmt.Errorf("send ACK %d: %w", num, err)
 				}
-			case res.WindowSize > 1 && !gapAcked && (uint16(num-block) < 0x8000 || inWindow == 0):
-				// A block lost (a later one came first), or a window sent
-				// again after our ACK of it (lost, or late): acknowledge
-				// the last block received in order, once, so the next
-				// window starts after it (RFC 7440 §4). A block sent again
-				// while a window is half received is just ignored: the
-				// window's own blocks complete it.
-				last, sends, inWindow, gapAcked = buildACK(block-1), 0, 0, true
+			case res.WindowSize > 1:
+				// Any other block (a later one after a loss, or one sent
+				// again): acknowledge the last block received in order and
+				// count the window from there, as edk2 does for every
+				// block it did not expect (Mtftp4RrqHandleData), so the
+				// next window starts after it (RFC 7440 §4).
+				last, sends, inWindow = buildACK(block-1), 0, 0
 				if err := send(); err != nil {
 					return res, fmt.Errorf("send ACK %d: %w", block-1, err)
 				}
