@@ -105,6 +105,7 @@ type booter struct {
 	res    *MachineResult
 	client *http.Client
 	buf    []byte
+	bulk   *bulkWorker // fetches the kernel and initrds; nil: this process
 }
 
 // fail records err as the failure of step.
@@ -133,6 +134,10 @@ func (b *booter) run(ctx context.Context) {
 		b.timed(stepIPXEDHCP, func() (err error) { b.res.ScriptURL, err = b.ipxeDHCP(ctx); return err })
 	var sc script
 	ok = ok && b.timed(stepScript, func() (err error) { sc, err = b.scripts(ctx, b.res.ScriptURL); return err })
+	if ok && b.bulk != nil {
+		b.res.Done = b.fetchByWorker(ctx, sc)
+		return
+	}
 	ok = ok && b.timed(stepKernel, func() error { return b.download(ctx, sc.Kernel, b.spec.KernelSHA256) })
 	ok = ok && b.timed(stepInitrd, func() error {
 		for _, u := range sc.Initrds {
@@ -143,6 +148,26 @@ func (b *booter) run(ctx context.Context) {
 		return nil
 	})
 	b.res.Done = ok
+}
+
+// fetchByWorker has the bulk worker download the kernel and initrds and
+// records its steps as timed would.
+func (b *booter) fetchByWorker(ctx context.Context, sc script) bool {
+	job := bulkJob{ID: b.res.Index, Kernel: sc.Kernel, Initrds: sc.Initrds}
+	if b.m.Src.IsValid() {
+		job.Src = b.m.Src.String()
+	}
+	r := b.bulk.fetch(ctx, job)
+	b.res.Bytes += r.Bytes
+	b.res.Steps[stepKernel] = r.KernelS
+	if r.FailedStep != stepKernel {
+		b.res.Steps[stepInitrd] = r.InitrdS
+	}
+	if r.FailedStep != "" {
+		b.res.FailedStep, b.res.Reason, b.res.Error = r.FailedStep, r.Reason, r.Error
+		return false
+	}
+	return true
 }
 
 func (b *booter) pxeDHCP(ctx context.Context) (pxe.Reply, error) {

@@ -43,6 +43,8 @@ type options struct {
 	TFTPTries       int
 	TFTPProbe       bool
 	UEFIWindow      int
+	BulkNice        int
+	BulkInline      bool
 	PXETimeouts     string
 	IPXETimeouts    string
 	PXEReqTimeouts  string
@@ -116,6 +118,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.DurationVar(&o.HTTPIdle, "http-idle", 30*time.Second, "an HTTP request that moves no byte for this long fails")
 	fs.StringVar(&o.KernelSHA256, "kernel-sha256", "", "check every kernel against this SHA-256 (hex); costs client CPU")
 	fs.StringVar(&o.InitrdSHA256, "initrd-sha256", "", "check every initrd against this SHA-256 (hex); costs client CPU")
+	fs.IntVar(&o.BulkNice, "bulk-nice", 10, "nice value of the worker process that downloads every machine's kernel and initrd (0..19): each real machine has a CPU of its own, so other machines' downloads must not delay a machine's DHCP and TFTP steps")
+	fs.BoolVar(&o.BulkInline, "bulk-inline", false, "download kernels and initrds in this process instead of a lower-priority worker")
 	fs.IntVar(&o.Concurrency, "concurrency", 0, fmt.Sprintf("machines booting at once at most; a start waits for a free place (0: all; max %d)", maxMachines))
 	fs.DurationVar(&o.MachineTimeout, "machine-timeout", 5*time.Minute, fmt.Sprintf("a machine not booted this long after its start fails (max %v)", maxMachineTimeout))
 	fs.DurationVar(&o.Timeout, "timeout", 15*time.Minute, fmt.Sprintf("the whole run (max %v)", maxRunTimeout))
@@ -149,6 +153,7 @@ func (o options) validate() error {
 	check(o.TFTPTimeout > 0 && o.TFTPTimeout <= time.Minute, "-tftp-timeout %v: want (0, 1m]", o.TFTPTimeout)
 	check(o.TFTPTries >= 1 && o.TFTPTries <= 20, "-tftp-tries %d: want 1..20", o.TFTPTries)
 	check(o.UEFIWindow >= 0 && o.UEFIWindow <= 64, "-uefi-windowsize %d: want 0..64", o.UEFIWindow)
+	check(o.BulkNice >= 0 && o.BulkNice <= 19, "-bulk-nice %d: want 0..19", o.BulkNice)
 	check(o.TimeScale > 0 && o.TimeScale <= 10, "-timescale %v: want (0, 10]", o.TimeScale)
 	check(o.RcvBuf >= 0 && o.RcvBuf <= 64<<20, "-rcvbuf %d: want 0..%d", o.RcvBuf, 64<<20)
 	check(o.HTTPIdle > 0 && o.HTTPIdle <= 10*time.Minute, "-http-idle %v: want (0, 10m]", o.HTTPIdle)

@@ -15,6 +15,10 @@ import (
 )
 
 func main() {
+	if os.Getenv(bulkEnv) == "1" {
+		bulkMain()
+		return
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
@@ -70,4 +74,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		err = fmt.Errorf("%d of %d: %w", res.Failed, res.Machines, errFailed)
 	}
 	return err
+}
+
+// bulkMain runs the process as the bulk worker of a storm (bulk.go).
+func bulkMain() {
+	o, err := parseFlags(os.Args[1:], os.Stderr)
+	if err == nil {
+		err = runBulkWorker(o, os.Stdin, os.Stdout)
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "storm: %v\n", err)
+		os.Exit(1)
+	}
 }

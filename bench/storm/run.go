@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"strconv"
 	"sync"
 	"time"
 
@@ -82,6 +83,12 @@ func runStorm(ctx context.Context, o options, conn, pxeConn net.PacketConn) (Res
 		limit = len(ms)
 	}
 	slots := make(chan struct{}, limit)
+	var bulk *bulkWorker
+	if !o.BulkInline {
+		if bulk, err = startBulkWorker(o.workerArgs(), o.BulkNice); err != nil {
+			return Result{}, err
+		}
+	}
 	cpu0, start := proc.CPU(), time.Now()
 	var wg sync.WaitGroup
 	for i, m := range ms {
@@ -99,7 +106,7 @@ func runStorm(ctx context.Context, o options, conn, pxeConn net.PacketConn) (Res
 			continue
 		}
 		b := &booter{spec: spec, mux: mux, m: m, xid: xidBase + 2*uint32(i), res: res,
-			client: newMachineClient(m.Src, spec.HTTP), buf: make([]byte, 32<<10)}
+			client: newMachineClient(m.Src, spec.HTTP), buf: make([]byte, 32<<10), bulk: bulk}
 		wg.Go(func() {
 			defer func() { <-slots }()
 			t0 := time.Now()
@@ -119,7 +126,17 @@ func runStorm(ctx context.Context, o options, conn, pxeConn net.PacketConn) (Res
 	elapsed := time.Since(start)
 	res := summarize(o, results, mux.stats(), elapsed)
 	res.ClientCPUS = (proc.CPU() - cpu0).Seconds()
+	if bulk != nil {
+		res.ClientCPUS += bulk.close().Seconds()
+	}
 	return res, nil
+}
+
+// workerArgs are the flags the bulk worker needs: how machines talk HTTP
+// and what the files must hash to.
+func (o options) workerArgs() []string {
+	return []string{"-rcvbuf", strconv.Itoa(o.RcvBuf), "-http-idle", o.HTTPIdle.String(),
+		"-kernel-sha256", o.KernelSHA256, "-initrd-sha256", o.InitrdSHA256}
 }
 
 func acquire(ctx context.Context, slots chan struct{}) bool {

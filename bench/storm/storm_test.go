@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/netip"
 	"net/url"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -22,6 +23,10 @@ import (
 // TestMain fails the package's tests when one of them leaks a goroutine:
 // every machine's sockets and connections must be gone at the end.
 func TestMain(m *testing.M) {
+	if os.Getenv(bulkEnv) == "1" { // the test binary as a storm's bulk worker
+		bulkMain()
+		return
+	}
 	goleak.VerifyTestMain(m)
 }
 
@@ -500,5 +505,26 @@ func TestStormUEFIWindowsize(t *testing.T) {
 				t.Errorf("%d TFTP retransmits, want none (a lost block is answered at once)", res.TFTPRetransmits)
 			}
 		})
+	}
+}
+
+// TestStormBulkInline: with -bulk-inline the kernel and initrd come by
+// this process's own connections, with the same outcome as by the
+// worker.
+func TestStormBulkInline(t *testing.T) {
+	site := startFakeSite(t, faults{})
+	for _, inline := range []bool{true, false} {
+		o := site.options(4)
+		o.BulkInline = inline
+		res := storm(t, o)
+		want := outcome{Machines: 4, Done: 4, BIOS: 2, UEFI: 2, StepCounts: allSteps(4)}
+		if diff := cmp.Diff(want, outcomeOf(res)); diff != "" {
+			t.Errorf("inline %v: outcome (-want +got):\n%s\nfailures: %+v", inline, diff, res.Failures)
+		}
+		for _, m := range res.MachineList {
+			if m.Steps[stepKernel] <= 0 || m.Steps[stepInitrd] <= 0 {
+				t.Errorf("inline %v: machine %d steps %v", inline, m.Index, m.Steps)
+			}
+		}
 	}
 }
