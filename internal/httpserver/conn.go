@@ -50,6 +50,11 @@ type conn struct {
 	moreStep func(fd uintptr) bool
 	cork     func(fd uintptr) // TCP_CORK on, made once
 	uncork   func(fd uintptr) // TCP_CORK off, made once
+
+	// The TCP_NOTSENT_LOWAT in force (0: none set), and the one bound
+	// wants, which setLowat, made once, sets.
+	lowat, wantLowat int
+	setLowat         func(fd uintptr)
 }
 
 // corkAbove is the body length from which SendFileAt corks the socket for
@@ -71,7 +76,31 @@ func newConn(c net.Conn, s *Server) *conn {
 	pc.moreStep = pc.sendMore
 	pc.cork = func(fd uintptr) { _ = unix.SetsockoptInt(int(fd), unix.IPPROTO_TCP, unix.TCP_CORK, 1) }
 	pc.uncork = func(fd uintptr) { _ = unix.SetsockoptInt(int(fd), unix.IPPROTO_TCP, unix.TCP_CORK, 0) }
+	pc.setLowat = func(fd uintptr) {
+		if unix.SetsockoptInt(int(fd), unix.IPPROTO_TCP, unix.TCP_NOTSENT_LOWAT, pc.wantLowat) == nil {
+			pc.lowat = pc.wantLowat
+		}
+	}
 	return pc
+}
+
+// boundUnsent caps the data the socket may hold unsent before a body of
+// n bytes goes out: the server's unsent budget shared among its open
+// connections (Server.lowatFor). Without a cap the kernel lets each socket
+// queue up to its autotuned send buffer (4 MiB by default) while the
+// peer's window lets out a little at a time; in a boot storm a thousand
+// kernel and initrd downloads queued megabytes each, the host's TCP
+// memory reached its pressure threshold, and the kernel began to drop
+// packets and collapse queues. Small bodies need no cap (they are
+// smaller than any), and a setsockopt is spent only when the share
+// changes.
+func (c *conn) boundUnsent(n int64) {
+	if n <= corkAbove || c.raw == nil {
+		return
+	}
+	if c.wantLowat = c.s.lowatFor(); c.wantLowat != c.lowat {
+		_ = c.raw.Control(c.setLowat)
+	}
 }
 
 // Close closes the connection and frees its place under the cap.
@@ -169,6 +198,7 @@ func (c *conn) sendfile(f *os.File, limit int64) (int64, error, bool) {
 	if limit <= 0 {
 		return 0, nil, true
 	}
+	c.boundUnsent(limit)
 	c.sf.src, c.sf.at, c.sf.left, c.sf.sent, c.sf.err = int(f.Fd()), false, limit, 0, nil
 	c.progress()
 	err := c.raw.Write(c.step)
@@ -225,6 +255,7 @@ func (c *conn) SendFileAt(head []byte, f *os.File, off, n int64) (int64, error) 
 	if c.raw == nil || n <= 0 {
 		return c.writeThenCopy(head, f, off, n)
 	}
+	c.boundUnsent(n)
 	if n > corkAbove {
 		_ = c.raw.Control(c.cork)
 		defer c.raw.Control(c.uncork)

@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math/bits"
 	"net"
 	"net/http"
+	"os"
 	"sync/atomic"
 	"time"
 
@@ -49,6 +51,11 @@ type Config struct {
 	// descriptors per connection (the socket and the file a response
 	// reads) after 1,024 kept for the rest.
 	MaxConnections int
+	// UnsentBudget bounds the bytes all connections together hold in
+	// their sockets unsent, shared among the open ones (each between 128
+	// KiB and 4 MiB): 0 is a quarter of the kernel's TCP memory pressure
+	// threshold (unsentBudget).
+	UnsentBudget int64
 	// Logger receives the server's logs (default: discarded).
 	Logger *slog.Logger
 	// Metrics registers siteboot_http_… when set.
@@ -62,6 +69,7 @@ type Server struct {
 	base time.Time // the zero of the connections' monotonic clocks
 
 	open         atomic.Int64 // connections accepted and not yet closed
+	unsent       int64        // bytes all connections together may hold unsent (lowatFor)
 	refused      prometheus.Counter
 	stalled      prometheus.Counter
 	lastWarn     atomic.Int64 // when a refusal was last logged at Warn, ns since base
@@ -70,8 +78,8 @@ type Server struct {
 
 // New checks cfg and registers the metrics. It binds nothing.
 func New(cfg Config) (*Server, error) {
-	if cfg.ReadHeaderTimeout < 0 || cfg.IdleTimeout < 0 || cfg.ProgressTimeout < 0 || cfg.MaxConnections < 0 {
-		return nil, errors.New("httpserver: config: timeouts and MaxConnections must not be negative")
+	if cfg.ReadHeaderTimeout < 0 || cfg.IdleTimeout < 0 || cfg.ProgressTimeout < 0 || cfg.MaxConnections < 0 || cfg.UnsentBudget < 0 {
+		return nil, errors.New("httpserver: config: timeouts, MaxConnections and UnsentBudget must not be negative")
 	}
 	setDefault(&cfg.ReadHeaderTimeout, DefaultReadHeaderTimeout)
 	setDefault(&cfg.IdleTimeout, DefaultIdleTimeout)
@@ -86,7 +94,11 @@ func New(cfg Config) (*Server, error) {
 		cfg.Logger.Warn("httpserver: max connections need more file descriptors than the limit",
 			"max_connections", cfg.MaxConnections, "descriptors", need, "limit", limit)
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger, base: time.Now()}
+	if cfg.UnsentBudget == 0 {
+		tcpMem, _ := os.ReadFile("/proc/sys/net/ipv4/tcp_mem")
+		cfg.UnsentBudget = unsentBudget(string(tcpMem))
+	}
+	s := &Server{cfg: cfg, log: cfg.Logger, base: time.Now(), unsent: cfg.UnsentBudget}
 	s.lastWarn.Store(-int64(refusalWarnEvery))
 	opts := func(name, help string) prometheus.CounterOpts {
 		return prometheus.CounterOpts{Namespace: "siteboot", Subsystem: "http", Name: name, Help: help}
@@ -148,6 +160,44 @@ func boundBody(h http.Handler, d time.Duration) http.Handler {
 	})
 }
 
+// Bounds of one connection's share of the unsent budget: below the
+// lowest, every share is a few TCP segments and each wakeup moves little;
+// above the highest, a socket would hold more than the kernel's own
+// default send buffer.
+const (
+	minLowat = 128 << 10
+	maxLowat = 4 << 20
+)
+
+// unsentBudget is what all connections together may hold unsent: a
+// quarter of the kernel's TCP memory pressure threshold (tcp_mem's middle
+// value, in pages), so that sockets' send queues alone never bring the
+// host into pressure, whatever its memory (the threshold is 6 % of RAM by
+// default: 1.5 GiB on a 24 GiB host, 120 MiB on a 2 GiB appliance);
+// 256 MiB when the kernel does not say.
+func unsentBudget(tcpMem string) int64 {
+	var low, pressure, high int64
+	if n, _ := fmt.Sscan(tcpMem, &low, &pressure, &high); n != 3 || pressure <= 0 {
+		return 256 << 20
+	}
+	return pressure * int64(os.Getpagesize()) / 4
+}
+
+// lowatFor is one connection's share of the unsent budget, rounded down
+// to a power of two (so that it changes, and costs a setsockopt, only
+// when the number of connections doubles or halves) within
+// [minLowat, maxLowat].
+func (s *Server) lowatFor() int {
+	share := s.unsent / max(s.open.Load(), 1)
+	if share >= maxLowat {
+		return maxLowat
+	}
+	if share <= minLowat {
+		return minLowat
+	}
+	return 1 << (bits.Len64(uint64(share)) - 1)
+}
+
 // MaxConnections is the cap in force, defaults applied.
 func (s *Server) MaxConnections() int { return s.cfg.MaxConnections }
 
@@ -179,7 +229,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener, h http.Handler) err
 		}
 	}()
 	s.log.Info("http listening", "addr", ln.Addr().String(), "max_connections", s.cfg.MaxConnections,
-		"progress_timeout", s.cfg.ProgressTimeout)
+		"progress_timeout", s.cfg.ProgressTimeout, "unsent_budget", s.cfg.UnsentBudget)
 	err := srv.Serve(ln)
 	if errors.Is(err, http.ErrServerClosed) {
 		<-stopped

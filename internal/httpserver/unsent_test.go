@@ -1,0 +1,93 @@
+package httpserver
+
+import (
+	"io"
+	"os"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+func TestUnsentBudget(t *testing.T) {
+	page := int64(os.Getpagesize())
+	for _, tc := range []struct {
+		tcpMem string
+		want   int64
+	}{
+		{"287889\t383855\t575778\n", 383855 * page / 4}, // a 24 GiB host
+		{"22305 29741 44610", 29741 * page / 4},         // a 2 GiB appliance
+		{"", 256 << 20},
+		{"1 2", 256 << 20},
+		{"a b c", 256 << 20},
+		{"1 0 3", 256 << 20},
+	} {
+		if got := unsentBudget(tc.tcpMem); got != tc.want {
+			t.Errorf("unsentBudget(%q) = %d, want %d", tc.tcpMem, got, tc.want)
+		}
+	}
+}
+
+func TestLowatFor(t *testing.T) {
+	s := &Server{unsent: 256 << 20}
+	for _, tc := range []struct {
+		open int64
+		want int
+	}{
+		{0, maxLowat}, {1, maxLowat}, {64, maxLowat}, {65, 2 << 20}, {256, 1 << 20},
+		{1000, 256 << 10}, {2048, 128 << 10}, {100000, minLowat},
+	} {
+		s.open.Store(tc.open)
+		if got := s.lowatFor(); got != tc.want {
+			t.Errorf("%d open: lowatFor() = %d, want %d", tc.open, got, tc.want)
+		}
+	}
+}
+
+// A large body goes out with the socket's unsent data capped at the
+// connection's share of the budget; a small one leaves the socket as it
+// was (no setsockopt per small response), and the cap is set again only
+// when the share changes.
+func TestSendFileAtBoundsUnsent(t *testing.T) {
+	s, err := New(Config{ProgressTimeout: time.Minute, UnsentBudget: 64 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, _ := patterned(t, 2<<20)
+	c, client := pair(t, s)
+	lowat := func() int {
+		t.Helper()
+		var v int
+		var serr error
+		if err := c.raw.Control(func(fd uintptr) {
+			v, serr = unix.GetsockoptInt(int(fd), unix.IPPROTO_TCP, unix.TCP_NOTSENT_LOWAT)
+		}); err != nil || serr != nil {
+			t.Fatal(err, serr)
+		}
+		return v
+	}
+	send := func(n int64) {
+		t.Helper()
+		done := make(chan struct{})
+		go func() { _, _ = io.CopyN(io.Discard, client, 10+n); close(done) }()
+		if _, err := c.SendFileAt([]byte("head: 10\r\n"), f, 0, n); err != nil {
+			t.Fatal(err)
+		}
+		<-done
+	}
+	before := lowat()
+	send(4096)
+	if got := lowat(); got != before {
+		t.Errorf("after a 4 KiB body TCP_NOTSENT_LOWAT = %d, want the socket's default %d", got, before)
+	}
+	s.open.Store(100) // 64 MiB over 100 connections: 512 KiB each
+	send(1 << 20)
+	if got := lowat(); got != 512<<10 {
+		t.Errorf("after a 1 MiB body with 100 open TCP_NOTSENT_LOWAT = %d, want %d", got, 512<<10)
+	}
+	s.open.Store(400) // 160 KiB each, down to 128 KiB
+	send(1 << 20)
+	if got := lowat(); got != 128<<10 {
+		t.Errorf("after a 1 MiB body with 400 open TCP_NOTSENT_LOWAT = %d, want %d", got, 128<<10)
+	}
+}
