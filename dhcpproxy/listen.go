@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"syscall"
 
+	"github.com/siteboot/siteboot/internal/sockprio"
 	"golang.org/x/sys/unix"
 )
 
@@ -171,7 +172,8 @@ func setSockopts(fd int, iface string) error {
 	if err := unix.BindToDevice(fd, iface); err != nil {
 		return fmt.Errorf("SO_BINDTODEVICE %q: %w", iface, err)
 	}
-	return nil
+	// Answers go ahead of the interface's bulk streams (internal/sockprio).
+	return sockprio.Set(fd, false, sockprio.NetworkControl)
 }
 
 func closeAll(conns []*Conn) {

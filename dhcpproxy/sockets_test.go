@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/siteboot/siteboot/internal/metrictest"
+	"github.com/siteboot/siteboot/internal/netlab"
 )
 
 // rawFD runs f on uc's descriptor.
@@ -140,5 +141,28 @@ func TestServeBurstNoDrops(t *testing.T) {
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestSockoptsMarkAnswers: the sockets answers leave from carry DSCP CS6,
+// as dnsmasq's do, and the interactive priority, so that the host's
+// queueing discipline sends them ahead of bulk streams.
+func TestSockoptsMarkAnswers(t *testing.T) {
+	netlab.Require(t) // root: SO_BINDTODEVICE
+	uc := loopbackUDP(t)
+	var tos, prio int
+	var err error
+	rawFD(t, uc, func(fd int) {
+		if err = setSockopts(fd, "lo"); err != nil {
+			return
+		}
+		tos, _ = unix.GetsockoptInt(fd, unix.IPPROTO_IP, unix.IP_TOS)
+		prio, _ = unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_PRIORITY)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tos != 0xc0 || prio != 6 {
+		t.Errorf("IP_TOS %#x and SO_PRIORITY %d, want 0xc0 and 6", tos, prio)
 	}
 }

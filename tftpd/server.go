@@ -62,6 +62,7 @@ func (s *Server) Serve(ctx context.Context, conn net.PacketConn) error {
 	if !ok {
 		return fmt.Errorf("tftpd: serve: conn is a %T, want a *net.UDPConn", conn)
 	}
+	markLowDelay(udp) // refusals
 	l := newListener(udp)
 	s.log.Info("tftp serving", "addr", udp.LocalAddr().String(), "max_blksize", s.cfg.MaxBlockSize,
 		"max_windowsize", s.cfg.MaxWindowSize, "max_transfers", s.cfg.MaxTransfers, "max_per_source", s.cfg.MaxPerSource)

@@ -8,6 +8,8 @@ import (
 	"net"
 	"net/netip"
 	"time"
+
+	"github.com/siteboot/siteboot/internal/sockprio"
 )
 
 // What clients are told. Every ERROR carries code 1 (see errorPacket), so
@@ -43,6 +45,7 @@ func (s *Server) serveRead(done <-chan struct{}, l *listener, d datagram, log *s
 		return
 	}
 	defer conn.Close()
+	markLowDelay(conn)
 	if !s.admit.attach(t, conn) {
 		return // preempted while opening; counted and logged then
 	}
@@ -58,6 +61,19 @@ func (s *Server) serveRead(done <-chan struct{}, l *listener, d datagram, log *s
 		return // its socket was closed under it; counted and logged then
 	}
 	s.finish(log, d.client, req, x, start, n, size, err)
+}
+
+// markLowDelay has conn's datagrams sent ahead of the host's bulk
+// streams (internal/sockprio): a transfer is lock-step or windowed, and
+// every block that waits in a queue behind kernels and initrds delays the
+// whole first stage. A socket that cannot be marked still works.
+func markLowDelay(conn *net.UDPConn) {
+	rc, err := conn.SyscallConn()
+	if err != nil {
+		return
+	}
+	v6 := conn.LocalAddr().(*net.UDPAddr).IP.To4() == nil
+	_ = rc.Control(func(fd uintptr) { _ = sockprio.Set(int(fd), v6, sockprio.LowDelay) })
 }
 
 // blockLimit is the largest blksize for a request that arrived as d:
