@@ -27,7 +27,7 @@ const (
 // acknowledged. 500 ms is ten times the slowest such poll plus a LAN
 // round trip, and half of DefaultTimeout, so by then a forged request has
 // cost one OACK or DATA packet. To keep a real client's request out, forged ones must refill
-// every place within that half second (MaxTransfers/0.5 s, 512
+// every place within that half second (MaxTransfers/0.5 s, 2,048
 // requests/s by default) rather than once per Timeout×Retries. The price:
 // while the table is full, a real client whose first packet or ACK is
 // lost can lose its place before the server's retransmission; its own

@@ -21,14 +21,18 @@ const (
 	DefaultRetries = 5
 	// DefaultMaxTransfers bounds the transfers running at once. A machine
 	// runs one transfer at a time (edk2's tsize probe ends before its real
-	// request), so 256 lets five 48-node racks power on together even
-	// while each slot of a client that went quiet after its first
-	// acknowledgement stays held for Timeout×Retries (5 s); one that never
-	// acknowledged gives its slot up to a new request after 500 ms once
-	// all are taken. Each transfer holds two fds (its socket and
-	// the file) and at most a window of blocks: 512 fds, and 6 MiB at the
-	// default block and window sizes (16 MiB at most).
-	DefaultMaxTransfers = 256
+	// request), and under a boot storm one takes a second or more (ipxe.efi
+	// is 145 windows of 4 blocks, each a round trip to a busy firmware):
+	// a 1,000-machine storm whose starts spread over 3 s had 400 running
+	// at once, and with 256 places dropped 250 to 2,800 requests, each a
+	// 4 s firmware retransmission (bench/storm.sh). 1024 holds such a
+	// storm while a client that went quiet after its first acknowledgement
+	// holds its place for Timeout×Retries (5 s); one that never
+	// acknowledged gives its place up to a new request after 500 ms once
+	// all are taken. Each transfer holds two fds (its socket and the
+	// file) and one window of blocks: 2,048 fds and at most 24 MiB at the
+	// defaults.
+	DefaultMaxTransfers = 1024
 	// DefaultMaxPerSource bounds the transfers of one client address: one
 	// machine needs one, a few machines behind one NAT address need a few,
 	// and one address cannot take more than 1/32 of DefaultMaxTransfers.

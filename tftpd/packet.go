@@ -31,7 +31,7 @@ const (
 // maxWindowSize is RFC 7440's largest windowsize. maxWindowBytes caps the
 // blocks of one window, whatever the block size: the sender keeps a window
 // for retransmission until it is acknowledged, so this bounds a
-// transfer's memory (16 MiB at DefaultMaxTransfers), and the burst a
+// transfer's memory (64 MiB at DefaultMaxTransfers), and the burst a
 // client's receive queue must absorb between two ACKs: firmware polls its
 // NIC, and what overflows that queue is lost and must be sent again.
 const (
