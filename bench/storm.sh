@@ -366,19 +366,48 @@ rss_kib() { # PID...: summed VmRSS of the pids and their children
 server_cpu() { local p t=0; for p in $SERVER_PIDS; do t=$((t + $(cpu_ticks "$p"))); done; echo "$t"; }
 log_lines() { cat $SERVER_LOGS 2>/dev/null | wc -l; }
 
-# sampler FILE: every 100 ms the servers' RSS and the host's TCP memory,
-# the maxima rewritten to FILE, until FILE.stop exists.
+# sampler FILE PID...: every 100 ms the summed RSS of the pids and their
+# children and the host's TCP memory; the maxima ("KiB pages") are
+# rewritten to FILE until FILE.stop exists. One process for the whole
+# run: a shell loop forking awk and cat ten times a second cost the
+# machine 5 % of its CPU, which the storm needs.
 sampler() {
-  local f=$1 rss tcp maxrss=0 maxtcp=0
-  while [ ! -e "$f.stop" ]; do
-    # shellcheck disable=SC2086
-    rss=$(rss_kib $SERVER_PIDS); tcp=$(tcp_mem_pages)
-    [ "$rss" -gt "$maxrss" ] && maxrss=$rss
-    [ "${tcp:-0}" -gt "$maxtcp" ] && maxtcp=$tcp
-    echo "$maxrss $maxtcp" > "$f.tmp" && mv "$f.tmp" "$f"
-    sleep 0.1
-  done
+  python3 - "$@" <<'PY'
+import glob, os, sys, time
+out, pids = sys.argv[1], sys.argv[2:]
+maxrss = maxtcp = 0
+while not os.path.exists(out + ".stop"):
+    procs = set(pids)
+    for p in pids:
+        for f in glob.glob("/proc/%s/task/*/children" % p):
+            try:
+                procs.update(open(f).read().split())
+            except OSError:
+                pass
+    rss = 0
+    for p in procs:
+        try:
+            for line in open("/proc/%s/status" % p):
+                if line.startswith("VmRSS:"):
+                    rss += int(line.split()[1])
+        except OSError:
+            pass
+    tcp = 0
+    for line in open("/proc/net/sockstat"):
+        f = line.split()
+        if f and f[0] == "TCP:" and "mem" in f:
+            tcp = int(f[f.index("mem") + 1])
+    maxrss, maxtcp = max(maxrss, rss), max(maxtcp, tcp)
+    with open(out + ".tmp", "w") as fh:
+        fh.write("%d %d\n" % (maxrss, maxtcp))
+    os.replace(out + ".tmp", out)
+    time.sleep(0.1)
+PY
 }
+
+# tx_of NS: bytes and packets (skbs: a GSO segment counts once) the
+# namespace's eth0 has sent.
+tx_of() { in_ns "$1" cat /sys/class/net/eth0/statistics/tx_bytes /sys/class/net/eth0/statistics/tx_packets | paste -sd' '; }
 
 # storm_run ROUND TARGET N RCVBUF RATE: one storm against TARGET, one row.
 storm_run() {
@@ -395,7 +424,9 @@ storm_run() {
   c0=$(nstat_of "$CLI_NS" $names); s0=$(nstat_of "$SRV_NS" $names)
   drops0=$(udp_drops); cpu0=$(server_cpu); lines0=$(log_lines)
   rm -f "$OUT/sample.stop"; echo "0 0" > "$OUT/sample"
-  sampler "$OUT/sample" & local spid=$!
+  # shellcheck disable=SC2086
+  sampler "$OUT/sample" $SERVER_PIDS & local spid=$!
+  local tx0; tx0=$(tx_of "$SRV_NS")
   local vms=""
   [ -n "${JOIN_VMS:-}" ] && { vms_start "$tag"; vms=$VM_LIST; }
   echo "== $tag (load $(cut -d' ' -f1-3 /proc/loadavg)) ==" >&2
@@ -407,6 +438,8 @@ storm_run() {
   cpu1=$(server_cpu); lines1=$(log_lines); drops1=$(udp_drops)
   c1=$(nstat_of "$CLI_NS" $names); s1=$(nstat_of "$SRV_NS" $names)
   touch "$OUT/sample.stop"; wait "$spid" 2>/dev/null || true
+  local tx1 skb; tx1=$(tx_of "$SRV_NS")
+  skb=$(echo "$tx0 $tx1" | awk '{if ($4 > $2) printf "%d", ($3 - $1) / ($4 - $2); else print "-"}')
   local peak; peak=$(cat "$OUT/sample")
   if [ "$t" = siteboot ]; then
     sleep 3 # idle keep-alive connections and finished TFTP transfers end
@@ -437,19 +470,21 @@ storm_run() {
     "$(echo "($cpu1 - $cpu0) / $hz" | bc -l | xargs printf '%.1f')" \
     "$(( ${peak% *} / 1024 ))" "$(( ${peak#* } * 4 / 1024 ))" \
     "$((lines1 - lines0))" "$((drops1 - drops0))" "$cli_rto" "$((cli_rcvq + cli_backlog + cli_pruned))" "$srv_rto" "$srv_retrans" \
-    "${g0:--}" "${g1:--}" "${f0:--}" "${f1:--}" "${line_limit:--}" "$(jq -r .client_cpu_s "$json")" "${vmres:--}"
-  tail -n 1 "$OUT/results.tsv" | awk -F'\t' '{printf "   done %s/%s  completion %.2f s  p50 %.2f p99 %.2f max %.2f  dhcp p99 %.3f  tftp p99 %.3f  cpu %s s  rss %s MiB  tcp %s MiB  log %s  rto cli/srv %s/%s  %s\n",
-    $6, $3, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $20, $22, $8}' >&2
+    "${g0:--}" "${g1:--}" "${f0:--}" "${f1:--}" "${line_limit:--}" "$(jq -r .client_cpu_s "$json")" "${vmres:--}" "$skb"
+  tail -n 1 "$OUT/results.tsv" | awk -F'\t' '{printf "   done %s/%s  completion %.2f s  p50 %.2f p99 %.2f max %.2f  dhcp p99 %.3f  tftp p99 %.3f  cpu %s s  rss %s MiB  tcp %s MiB  log %s  rto cli/srv %s/%s  B/skb %s  %s\n",
+    $6, $3, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $20, $22, $31, $8}' >&2
 }
 
-# shape RATE: the server's egress limited to RATE (htb, a 1000-packet fifo
-# as a NIC's queue), or unlimited when RATE is empty.
+# shape RATE: the server's egress limited to RATE, or unlimited when RATE
+# is empty: an htb class at RATE whose queue is pfifo_fast, Linux's
+# default qdisc on a NIC (three bands by packet priority), so that it
+# queues as a real interface of that speed would.
 shape() {
   in_ns "$SRV_NS" tc qdisc del dev eth0 root 2>/dev/null || true
   [ -n "$1" ] || return 0
   in_ns "$SRV_NS" tc qdisc add dev eth0 root handle 1: htb default 1
-  in_ns "$SRV_NS" tc class add dev eth0 parent 1: classid 1:1 htb rate "$1" ceil "$1"
-  in_ns "$SRV_NS" tc qdisc add dev eth0 parent 1:1 pfifo limit 1000
+  in_ns "$SRV_NS" tc class add dev eth0 parent 1: classid 1:1 htb rate "$1" ceil "$1" quantum 60000
+  in_ns "$SRV_NS" tc qdisc add dev eth0 parent 1:1 handle 10: pfifo_fast
 }
 
 # --- real VMs ------------------------------------------------------------------
@@ -591,7 +626,7 @@ main() {
   trap 'touch "$OUT/sample.stop" 2>/dev/null; for p in "${VM_PIDS[@]}"; do stop_bg "$p"; done; lab_down' EXIT
   trap 'exit 130' INT TERM
   setup
-  printf 'round\ttarget\tN\trcvbuf\tlink\tdone\tfailed\tfailures\tcompletion_s\tp50_s\tp99_s\tmax_s\tdhcp_p99_s\ttftp_p99_s\tserver_cpu_s\tpeak_rss_mib\tpeak_tcp_mib\tlog_lines\tdhcp_drops\tclient_rto\tclient_rcvq_drops\tserver_rto\tserver_retrans\tgoroutines_before\tgoroutines_after\tfds_before\tfds_after\tline_limit_s\tclient_cpu_s\tvms\n' > "$OUT/results.tsv"
+  printf 'round\ttarget\tN\trcvbuf\tlink\tdone\tfailed\tfailures\tcompletion_s\tp50_s\tp99_s\tmax_s\tdhcp_p99_s\ttftp_p99_s\tserver_cpu_s\tpeak_rss_mib\tpeak_tcp_mib\tlog_lines\tdhcp_drops\tclient_rto\tclient_rcvq_drops\tserver_rto\tserver_retrans\tgoroutines_before\tgoroutines_after\tfds_before\tfds_after\tline_limit_s\tclient_cpu_s\tvms\tbytes_per_skb\n' > "$OUT/results.tsv"
   echo "storm: kernel $KERNEL_MIB MiB, initrd $INITRD_MIB MiB, N $NS, rcvbuf $RCVBUFS, rounds $ROUNDS; siteboot $("$SITEBOOT_BIN" version 2>/dev/null | head -n 1)" >&2
   local round n b s t order
   for ((round = 1; round <= ROUNDS; round++)); do

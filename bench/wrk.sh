@@ -163,9 +163,11 @@ wrk_run() {
   out="$OUT/wrk-r$round-$t-$rlen-$c.txt"
   hz=$(getconf CLK_TCK)
   c0=$(cpu_ticks "$pid")
+  local n0; n0=$(netdev_packets)
   WRK_SIZE=$SIZE_BYTES WRK_RANGE=$rlen timeout 300 ip netns exec "$CLI_NS" \
     wrk -t "$THREADS" -c "$c" -d "$DURATION" --latency -s "$HERE/wrk/ranges.lua" "$url" > "$out"
   c1=$(cpu_ticks "$pid")
+  local n1 reqs txp rxp; n1=$(netdev_packets)
   rps=$(awk '/^Requests\/sec:/ {print $2}' "$out")
   mbs=$(echo "$rps * $rlen / 1000000" | bc -l | xargs printf '%.1f')
   p50=$(awk '$1 == "50%" {print $2}' "$out")
@@ -173,9 +175,19 @@ wrk_run() {
   non2xx=$(awk '/Non-2xx or 3xx responses:/ {print $NF}' "$out"); non2xx=${non2xx:-0}
   sockerr=$(awk '/Socket errors:/ {gsub(/,/, ""); print $4 + $6 + $8 + $10}' "$out"); sockerr=${sockerr:-0}
   local cpu; cpu=$(echo "($c1 - $c0) / $hz" | bc -l | xargs printf '%.2f')
-  printf 'r%s %-8s range %8s c %4s: %10s req/s %8s MB/s p50 %8s p99 %8s non-2xx %s socket errors %s server CPU %s s\n' \
-    "$round" "$t" "$rlen" "$c" "$rps" "$mbs" "$p50" "$p99" "$non2xx" "$sockerr" "$cpu" >&2
-  record "$round" "$t" "$rlen" "$c" "$rps" "$mbs" "$p50" "$p99" "$non2xx" "$sockerr" "$cpu"
+  # Packets (skbs: a TSO segment counts once) the server sent and
+  # received per response: how the kernel cut the responses, and the ACKs.
+  reqs=$(awk '/requests in/ {print $1}' "$out")
+  txp=$(echo "$n0 $n1 $reqs" | awk '{printf "%.1f", ($3 - $1) / $5}')
+  rxp=$(echo "$n0 $n1 $reqs" | awk '{printf "%.1f", ($4 - $2) / $5}')
+  printf 'r%s %-8s range %8s c %4s: %10s req/s %8s MB/s p50 %8s p99 %8s non-2xx %s socket errors %s server CPU %s s, packets out/in per response %s/%s\n' \
+    "$round" "$t" "$rlen" "$c" "$rps" "$mbs" "$p50" "$p99" "$non2xx" "$sockerr" "$cpu" "$txp" "$rxp" >&2
+  record "$round" "$t" "$rlen" "$c" "$rps" "$mbs" "$p50" "$p99" "$non2xx" "$sockerr" "$cpu" "$txp" "$rxp"
+}
+
+# netdev_packets: packets the server namespace's eth0 sent and received.
+netdev_packets() {
+  in_ns "$SRV_NS" cat /sys/class/net/eth0/statistics/tx_packets /sys/class/net/eth0/statistics/rx_packets | paste -sd' '
 }
 
 summary() {
@@ -216,7 +228,7 @@ main() {
     head -c "$SIZE_BYTES" /dev/urandom > "$OUT/origin/image.bin"
   DIGEST=$(sha256sum < "$OUT/origin/image.bin" | cut -d' ' -f1)
   echo "image: $SIZE_BYTES bytes, sha256 $DIGEST; wrk $(wrk -v 2>&1 | head -n 1 | cut -d' ' -f2)" >&2
-  printf 'round\ttarget\trange\tconns\treq_per_s\tmb_per_s\tp50\tp99\tnon2xx\tsocket_errors\tserver_cpu_s\n' > "$OUT/results.tsv"
+  printf 'round\ttarget\trange\tconns\treq_per_s\tmb_per_s\tp50\tp99\tnon2xx\tsocket_errors\tserver_cpu_s\ttx_pkts_per_resp\trx_pkts_per_resp\n' > "$OUT/results.tsv"
   lab_up
   start_nginx origin "listen 127.0.0.1:$ORIGIN_PORT; root $OUT/origin;" "http://127.0.0.1:$ORIGIN_PORT/image.bin" "$SRV_NS"
   local fast nh="" ngx
