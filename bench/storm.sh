@@ -515,6 +515,7 @@ vms_start() {
   fi
   VM_LIST=""
   VM_TAG=$tag
+  SINK_FROM=$(( $(stat -c %s "$OUT/sink.log" 2>/dev/null || echo 0) + 1 )) # this run's reports only
   VM_TX0=()
   VM_T0=$SECONDS
   for v in $VMS; do
@@ -565,7 +566,7 @@ vms_wait() {
     local all=1
     for vm in $VM_LIST; do
       v=${vm%%=*}; mac=${vm#*=}
-      if [ -z "${at[$v]:-}" ] && grep -q "done?mac=${mac//:/-}" "$OUT/sink.log" 2>/dev/null; then
+      if [ -z "${at[$v]:-}" ] && tail -c "+$SINK_FROM" "$OUT/sink.log" 2>/dev/null | grep -q "done?mac=${mac//:/-}"; then
         at[$v]=$((SECONDS - VM_T0))
       fi
       [ -n "${at[$v]:-}" ] || all=0
@@ -601,7 +602,7 @@ summary() {
   local key n b r t
   while IFS=$'\t' read -r n b r; do
     for t in anchor siteboot; do
-      awk -F'\t' -v n="$n" -v b="$b" -v r="$r" -v t="$t" '$2 == t && $3 == n && $4 == b && $5 == r' "$OUT/results.tsv" > "$OUT/.rows"
+      awk -F'\t' -v n="$n" -v b="$b" -v r="$r" -v t="$t" '$1 ~ /^[0-9]+$/ && $2 == t && $3 == n && $4 == b && $5 == r' "$OUT/results.tsv" > "$OUT/.rows"
       [ -s "$OUT/.rows" ] || continue
       local med ratio=""
       med() { cut -f"$1" "$OUT/.rows" | median_of "${2:-%.2f}"; }
@@ -618,7 +619,7 @@ summary() {
         "$(med 13 %.3f)" "$(med 14 %.3f)" "$(med 15 %.1f)" "$(med 16 %d)" \
         "$(awk -F'\t' -v n="$n" '{print $18 / n}' "$OUT/.rows" | median_of %.2f)" "$(med 20 %d)" "$ratio"
     done
-  done < <(awk -F'\t' 'NR > 1 {print $3 "\t" $4 "\t" $5}' "$OUT/results.tsv" | awk '!seen[$0]++')
+  done < <(awk -F'\t' 'NR > 1 && $1 ~ /^[0-9]+$/ {print $3 "\t" $4 "\t" $5}' "$OUT/results.tsv" | awk '!seen[$0]++')
 }
 
 main() {
