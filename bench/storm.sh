@@ -6,7 +6,7 @@
 #   sudo bench/storm.sh [-n "100 500 1000"] [-b "262144 0"] [-r ROUNDS]
 #                       [-k KERNEL_MIB] [-i INITRD_MIB] [-w WINDOW]
 #                       [-L "1gbit:100 10gbit:500"] [-t "anchor siteboot"]
-#                       [-V "seabios ovmf"] [-T MACHINE_TIMEOUT] [-o OUTDIR]
+#                       [-V "seabios ovmf"] [-T MACHINE_TIMEOUT] [-A BINARY] [-o OUTDIR]
 #
 # The storm is bench/storm (go run ./bench/storm -help): N machines, half
 # BIOS and half x86-64 UEFI, their starts spread over WINDOW (3s), each
@@ -46,6 +46,8 @@
 # under test (address from a separate dnsmasq, the site's ordinary DHCP,
 # that answers only them) and must fetch their kernel and initrd.
 #
+# -A BINARY adds the target "alt": siteboot from another build, on the same
+# data dir, to compare two builds in one run (-t "siteboot alt").
 # SITEBOOT_BIN=path and STORM_BIN=path skip the builds. Traffic stays in the lab; the
 # EXIT trap stops every server and VM and removes the lab. Every storm is
 # bounded (-T per machine, 10 minutes per run). Output: OUTDIR/results.tsv,
@@ -67,6 +69,7 @@ WINDOW=3s
 SHAPED=""
 TARGETS="anchor siteboot"
 VMS=""
+ALT_BIN=""
 MACHINE_TIMEOUT=120s
 OUT=""
 HTTP_PORT=8080
@@ -79,7 +82,7 @@ VM_FIRST=250
 usage() { awk 'NR > 1 && !/^#/ {exit} NR > 1 {sub(/^# ?/, ""); print}' "$0"; }
 
 [ "${1:-}" = --help ] && { usage; exit 0; }
-while getopts "n:b:r:k:i:w:L:t:V:T:o:h" opt; do
+while getopts "n:b:r:k:i:w:L:t:V:T:A:o:h" opt; do
   case $opt in
     n) NS=$OPTARG ;;
     b) RCVBUFS=$OPTARG ;;
@@ -91,6 +94,7 @@ while getopts "n:b:r:k:i:w:L:t:V:T:o:h" opt; do
     t) TARGETS=$OPTARG ;;
     V) VMS=$OPTARG ;;
     T) MACHINE_TIMEOUT=$OPTARG ;;
+    A) ALT_BIN=$OPTARG ;;
     o) OUT=$OPTARG ;;
     h) usage; exit 0 ;;
     *) usage >&2; exit 2 ;;
@@ -112,7 +116,8 @@ preflight() {
   for r in $RCVBUFS; do [[ $r =~ ^[0-9]+$ ]] && [ "$r" -le $((64 << 20)) ] || die "-b $r: want 0..67108864 (0: autotune)"; done
   for b in "$KERNEL_MIB" "$INITRD_MIB"; do [[ $b =~ ^[0-9]+$ ]] && [ "$b" -ge 1 ] && [ "$b" -le 1024 ] || die "-k/-i $b: want 1..1024 (MiB)"; done
   for s in $SHAPED; do [[ $s =~ ^[0-9]+[mg]bit:[0-9]+$ ]] || die "-L $s: want RATE:N like 1gbit:100"; done
-  for t in $TARGETS; do [[ $t == anchor || $t == siteboot ]] || die "-t $t: want anchor or siteboot"; done
+  for t in $TARGETS; do [[ $t == anchor || $t == siteboot || ($t == alt && -n $ALT_BIN) ]] || die "-t $t: want anchor, siteboot or (with -A) alt"; done
+  [ -z "$ALT_BIN" ] || [ -x "$ALT_BIN" ] || die "-A $ALT_BIN: not an executable"
   for v in $VMS; do
     [[ $v == seabios || $v == ovmf ]] || die "-V $v: want seabios or ovmf"
     command -v qemu-system-x86_64 >/dev/null && command -v python3 >/dev/null || die "-V needs qemu-system-x86_64 and python3"
@@ -234,8 +239,8 @@ ramdisk:
 YAML
 }
 
-start_siteboot() { # LOG
-  start_bg "$SRV_NS" "$1" "$SITEBOOT_BIN" serve --config "$OUT/siteboot.yaml"
+start_siteboot() { # LOG [BINARY]
+  start_bg "$SRV_NS" "$1" "${2:-$SITEBOOT_BIN}" serve --config "$OUT/siteboot.yaml"
   SB_PID=$BG_PID
   wait_http "http://$SRV_IP:$HTTP_PORT/readyz" "$CLI_NS"
   wait_for_file "$1" "boot lease" 20 >/dev/null 2>&1 || true
@@ -409,16 +414,35 @@ PY
 # namespace's eth0 has sent.
 tx_of() { in_ns "$1" cat /sys/class/net/eth0/statistics/tx_bytes /sys/class/net/eth0/statistics/tx_packets | paste -sd' '; }
 
+# settle: wait until the last run's sockets have let go of their memory
+# (the host's TCP memory under 16 MiB), at most a minute, then 2 s more. A
+# run that starts while the previous one's gigabyte of socket memory is
+# still being freed is slower, whichever server it is: without this the
+# second run of each pair lost 20-30 %.
+settle() {
+  local i
+  for i in $(seq 600); do
+    [ "$(tcp_mem_pages)" -lt 4096 ] && break
+    sleep 0.1
+  done
+  sleep 2
+}
+
 # storm_run ROUND TARGET N RCVBUF RATE: one storm against TARGET, one row.
 storm_run() {
   local round=$1 t=$2 n=$3 rcvbuf=$4 rate=${5:-} tag
   tag="r$round-$t-n$n-b$rcvbuf${rate:+-$rate}"
   local json="$OUT/storm-$tag.json" log="$OUT/siteboot-$tag.log"
+  settle
   shape "$rate"
-  if [ "$t" = anchor ]; then start_anchor; else start_siteboot "$log"; fi
+  case $t in
+    anchor) start_anchor ;;
+    alt) start_siteboot "$log" "$ALT_BIN" ;;
+    *) start_siteboot "$log" ;;
+  esac
   sleep 1
   local g0="" f0="" g1="" f1="" drops0 drops1 cpu0 cpu1 lines0 lines1 hz
-  if [ "$t" = siteboot ]; then g0=$(metric go_goroutines); f0=$(metric process_open_fds); fi
+  if [ "$t" != anchor ]; then g0=$(metric go_goroutines); f0=$(metric process_open_fds); fi
   local names="TCPTimeouts TCPRcvQDrop TCPBacklogDrop PruneCalled RcvPruned TCPLossProbes RetransSegs"
   local c0 s0 c1 s1
   c0=$(nstat_of "$CLI_NS" $names); s0=$(nstat_of "$SRV_NS" $names)
@@ -441,7 +465,7 @@ storm_run() {
   local tx1 skb; tx1=$(tx_of "$SRV_NS")
   skb=$(echo "$tx0 $tx1" | awk '{if ($4 > $2) printf "%d", ($3 - $1) / ($4 - $2); else print "-"}')
   local peak; peak=$(cat "$OUT/sample")
-  if [ "$t" = siteboot ]; then
+  if [ "$t" != anchor ]; then
     sleep 3 # idle keep-alive connections and finished TFTP transfers end
     g1=$(metric go_goroutines); f1=$(metric process_open_fds)
     in_ns "$CLI_NS" curl -sf "http://$SRV_IP:$HTTP_PORT/metrics" > "$OUT/metrics-$tag.txt" || true
@@ -601,14 +625,14 @@ summary() {
     N rcvbuf link target done compl_s p50_s p99_s p99/p50 dhcp_p99 tftp_p99 cpu_s rss_MiB log/m rto_cli ratio
   local key n b r t
   while IFS=$'\t' read -r n b r; do
-    for t in anchor siteboot; do
+    for t in anchor siteboot alt; do
       awk -F'\t' -v n="$n" -v b="$b" -v r="$r" -v t="$t" '$1 ~ /^[0-9]+$/ && $2 == t && $3 == n && $4 == b && $5 == r' "$OUT/results.tsv" > "$OUT/.rows"
       [ -s "$OUT/.rows" ] || continue
       local med ratio=""
       med() { cut -f"$1" "$OUT/.rows" | median_of "${2:-%.2f}"; }
-      if [ "$t" = siteboot ]; then
-        ratio=$(awk -F'\t' -v n="$n" -v b="$b" -v r="$r" '
-          $3 == n && $4 == b && $5 == r && $2 == "siteboot" {x[$1] = $9}
+      if [ "$t" != anchor ]; then
+        ratio=$(awk -F'\t' -v n="$n" -v b="$b" -v r="$r" -v t="$t" '
+          $3 == n && $4 == b && $5 == r && $2 == t {x[$1] = $9}
           $3 == n && $4 == b && $5 == r && $2 == "anchor" {y[$1] = $9}
           END {for (k in x) if ((k in y) && y[k] > 0) print x[k] / y[k]}' "$OUT/results.tsv" | median_of %.2f)
         ratio=${ratio:+${ratio}x}

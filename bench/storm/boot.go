@@ -106,6 +106,9 @@ type booter struct {
 	client *http.Client
 	buf    []byte
 	bulk   *bulkWorker // fetches the kernel and initrds; nil: this process
+	// arrived is when the last DHCP answer the step took reached the
+	// machine's socket (timed reads it).
+	arrived time.Time
 }
 
 // fail records err as the failure of step.
@@ -116,8 +119,13 @@ func (b *booter) fail(step string, err error) {
 // timed runs one step and records its duration, also when it fails.
 func (b *booter) timed(step string, fn func() error) bool {
 	t0 := time.Now()
+	b.arrived = time.Time{}
 	err := fn()
-	b.res.Steps[step] = time.Since(t0).Seconds()
+	end := time.Now()
+	if err == nil && !b.arrived.IsZero() && b.arrived.After(t0) && b.arrived.Before(end) {
+		end = b.arrived // a DHCP step ends when its last answer arrived
+	}
+	b.res.Steps[step] = end.Sub(t0).Seconds()
 	if err != nil {
 		b.fail(step, err)
 		return false
@@ -184,6 +192,7 @@ func (b *booter) pxeDHCP(ctx context.Context) (pxe.Reply, error) {
 	rep, re, err := b.mux.exchange(ctx, dhcpTx{pkt: pkt, xid: b.xid, mac: [6]byte(b.m.MAC),
 		timeouts: b.spec.PXETimeouts, accept: accept, what: "DISCOVERs", noReply: errNoOffer})
 	b.res.DHCPRetransmits += re
+	b.arrived = rep.Arrived
 	if err != nil {
 		return rep, err
 	}
@@ -299,6 +308,7 @@ func (b *booter) askBootServer(ctx context.Context, spec pxe.DiscoverSpec, ask b
 		accept: func(r pxe.Reply) bool { return r.MsgType == pxe.MsgAck },
 		what:   "requests to " + dst.String(), ignored: "replies that were not ACKs", noReply: errNoAck})
 	b.res.DHCPRetransmits += re
+	b.arrived = rep.Arrived
 	b.res.ProxyRequests += re + 1
 	if err != nil {
 		return rep, err
@@ -369,6 +379,7 @@ func (b *booter) ipxeDHCP(ctx context.Context) (string, error) {
 	rep, re, err := b.mux.exchange(ctx, dhcpTx{pkt: pkt, xid: xid, mac: [6]byte(b.m.MAC),
 		timeouts: b.spec.IPXETimeouts, accept: pxe.Reply.IsProxyOffer, what: "DISCOVERs", noReply: errNoOffer})
 	b.res.DHCPRetransmits += re
+	b.arrived = rep.Arrived
 	if err != nil {
 		return "", err
 	}
@@ -427,6 +438,7 @@ func (b *booter) ipxeProxyRequest(ctx context.Context, spec pxe.DiscoverSpec, of
 		},
 		what: "ProxyDHCPREQUESTs to " + dst.String(), ignored: "replies without PXE options, which iPXE ignores", noReply: errNoAck})
 	b.res.DHCPRetransmits += re
+	b.arrived = rep.Arrived
 	b.res.ProxyRequests += re + 1
 	return rep, err
 }
@@ -458,6 +470,7 @@ func (b *booter) ipxeBootServer(ctx context.Context, spec pxe.DiscoverSpec, ask 
 		what:    "boot server requests to " + dst.String(),
 		ignored: fmt.Sprintf("replies that were not ACKs for type %#04x, which iPXE ignores", ask.item.Type), noReply: errNoAck})
 	b.res.DHCPRetransmits += re
+	b.arrived = rep.Arrived
 	b.res.ProxyRequests += re + 1
 	return rep, err
 }

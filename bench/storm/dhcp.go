@@ -10,9 +10,11 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/siteboot/siteboot/bench/internal/pxe"
 	"golang.org/x/net/ipv4"
+	"golang.org/x/sys/unix"
 )
 
 // dhcpMux shares one DHCP client socket among all machines: firmware of
@@ -62,10 +64,10 @@ type DHCPStats struct {
 func newDHCPMux(conn, pxeConn net.PacketConn, target net.Addr) *dhcpMux {
 	m := &dhcpMux{conn: ipv4.NewPacketConn(conn), target: target, waiters: make(map[uint32]waiter),
 		local: make(map[netip.Addr]netip.Addr)}
-	m.done.Go(func() { m.receive(m.conn) })
+	m.done.Go(func() { m.receive(m.conn, conn) })
 	if pxeConn != nil {
 		m.pxeConn = ipv4.NewPacketConn(pxeConn)
-		m.done.Go(func() { m.receive(m.pxeConn) })
+		m.done.Go(func() { m.receive(m.pxeConn, pxeConn) })
 	}
 	return m
 }
@@ -86,13 +88,31 @@ func (m *dhcpMux) stats() DHCPStats {
 		Dropped: m.dropped.Load(), SendErrors: m.sendErrors.Load(), ReadErrors: m.readErrors.Load()}
 }
 
-func (m *dhcpMux) receive(conn *ipv4.PacketConn) {
-	buf := make([]byte, 2048)
+// receive delivers what conn receives, each reply stamped with when the
+// kernel received it (SO_TIMESTAMPNS): a step ends when its answer
+// reaches the machine's NIC, not when this generator's scheduler gets to
+// the goroutine that reads it.
+func (m *dhcpMux) receive(conn *ipv4.PacketConn, raw net.PacketConn) {
+	buf, oob := make([]byte, 2048), make([]byte, 128)
+	uc, _ := raw.(*net.UDPConn)
+	stamped := uc != nil && setTimestamps(uc) == nil
 	for {
-		n, _, _, err := conn.ReadFrom(buf)
+		var n int
+		var err error
+		var at time.Time
+		if stamped {
+			var oobn int
+			n, oobn, _, _, err = uc.ReadMsgUDP(buf, oob)
+			at = kernelTime(oob[:oobn])
+		} else {
+			n, _, _, err = conn.ReadFrom(buf)
+		}
+		if at.IsZero() {
+			at = time.Now()
+		}
 		switch {
 		case err == nil:
-			m.deliver(buf[:n])
+			m.deliver(buf[:n], at)
 		case errors.Is(err, net.ErrClosed):
 			return
 		case errors.Is(err, os.ErrDeadlineExceeded) && m.stopping.Load():
@@ -103,12 +123,43 @@ func (m *dhcpMux) receive(conn *ipv4.PacketConn) {
 	}
 }
 
-func (m *dhcpMux) deliver(pkt []byte) {
+// setTimestamps asks the kernel for SO_TIMESTAMPNS on uc.
+func setTimestamps(uc *net.UDPConn) error {
+	rc, err := uc.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var serr error
+	if err := rc.Control(func(fd uintptr) {
+		serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_TIMESTAMPNS, 1)
+	}); err != nil {
+		return err
+	}
+	return serr
+}
+
+// kernelTime is the SCM_TIMESTAMPNS in oob, zero when there is none.
+func kernelTime(oob []byte) time.Time {
+	msgs, err := unix.ParseSocketControlMessage(oob)
+	if err != nil {
+		return time.Time{}
+	}
+	for _, c := range msgs {
+		if c.Header.Level == unix.SOL_SOCKET && c.Header.Type == unix.SCM_TIMESTAMPNS && len(c.Data) >= 16 {
+			ts := *(*unix.Timespec)(unsafe.Pointer(&c.Data[0]))
+			return time.Unix(ts.Unix())
+		}
+	}
+	return time.Time{}
+}
+
+func (m *dhcpMux) deliver(pkt []byte, at time.Time) {
 	rep, err := pxe.ParseReply(pkt)
 	if err != nil {
 		m.malformed.Add(1)
 		return
 	}
+	rep.Arrived = at
 	m.replies.Add(1)
 	m.mu.Lock()
 	w, ok := m.waiters[rep.XID]

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"time"
 )
 
 // Reply is what the generators read from a server's answer.
@@ -21,6 +22,10 @@ type Reply struct {
 	BootFile string
 	// TFTPServer is option 66 (a name or address), empty when absent.
 	TFTPServer string
+	// Arrived is when the reply reached the client's socket (the kernel's
+	// receive timestamp), zero when unknown. ParseReply leaves it; a
+	// receiver that has it sets it.
+	Arrived time.Time
 	// PXE is option 43 of a PXEClient reply, read as PXE sub-options:
 	// what firmware follows to its boot server when the offer names no
 	// file. Zero for other replies, whose option 43 is vendor-defined.
