@@ -51,6 +51,11 @@ type conn struct {
 	cork     func(fd uintptr) // TCP_CORK on, made once
 	uncork   func(fd uintptr) // TCP_CORK off, made once
 
+	// The bulk job SendFileAt waits for (Close aborts it), and bulkStep,
+	// made once, which runs it inside the socket's raw write.
+	job      atomic.Pointer[bulkJob]
+	bulkStep func(fd uintptr) bool
+
 	// The TCP_NOTSENT_LOWAT in force (0: none set), and the one bound
 	// wants, which setLowat, made once, sets.
 	lowat, wantLowat int
@@ -76,6 +81,7 @@ func newConn(c net.Conn, s *Server) *conn {
 	pc.moreStep = pc.sendMore
 	pc.cork = func(fd uintptr) { _ = unix.SetsockoptInt(int(fd), unix.IPPROTO_TCP, unix.TCP_CORK, 1) }
 	pc.uncork = func(fd uintptr) { _ = unix.SetsockoptInt(int(fd), unix.IPPROTO_TCP, unix.TCP_CORK, 0) }
+	pc.bulkStep = pc.sendBulk
 	pc.setLowat = func(fd uintptr) {
 		if unix.SetsockoptInt(int(fd), unix.IPPROTO_TCP, unix.TCP_NOTSENT_LOWAT, pc.wantLowat) == nil {
 			pc.lowat = pc.wantLowat
@@ -103,10 +109,15 @@ func (c *conn) boundUnsent(n int64) {
 	}
 }
 
-// Close closes the connection and frees its place under the cap.
+// Close closes the connection and frees its place under the cap. A body
+// a bulk loop is sending for it ends first (the descriptor closes once
+// SendFileAt has let go of it).
 func (c *conn) Close() error {
 	if c.closed.CompareAndSwap(false, true) {
 		c.s.open.Add(-1)
+	}
+	if j := c.job.Load(); j != nil {
+		c.s.bulk.abort(j)
 	}
 	return c.Conn.Close()
 }
@@ -271,7 +282,11 @@ func (c *conn) SendFileAt(head []byte, f *os.File, off, n int64) (int64, error) 
 		return 0, os.NewSyscallError("sendmsg", c.moreErr)
 	}
 	c.sf.src, c.sf.at, c.sf.off, c.sf.left, c.sf.sent, c.sf.err = int(f.Fd()), true, off, n, 0, nil
-	err = c.raw.Write(c.step)
+	step := c.step
+	if n >= bulkAbove && c.s.bulk != nil {
+		step = c.bulkStep
+	}
+	err = c.raw.Write(step)
 	runtime.KeepAlive(f)
 	sent, serr := c.sf.sent, c.sf.err
 	switch {
@@ -285,6 +300,37 @@ func (c *conn) SendFileAt(head []byte, f *os.File, off, n int64) (int64, error) 
 		return sent, os.NewSyscallError("sendfile", serr)
 	}
 	return sent, shortIf(sent, n, nil)
+}
+
+// sendBulk runs the body c.sf describes on a bulk loop and waits for it,
+// inside the socket's raw write: the descriptor stays open and its own
+// until the loop is done with it. A loop that cannot start leaves the
+// body to sendStep, on this goroutine.
+func (c *conn) sendBulk(fd uintptr) bool {
+	j := &bulkJob{sock: int(fd), src: c.sf.src, off: c.sf.off, left: c.sf.left}
+	c.job.Store(j)
+	if c.closed.Load() { // Close ran before the job was there to abort
+		j.aborted.Store(true)
+	}
+	err := c.s.bulk.send(j)
+	c.job.Store(nil)
+	if err != nil {
+		return c.sendStep(fd)
+	}
+	c.sf.off, c.sf.left, c.sf.sent = j.off, j.left, c.sf.sent+j.sent
+	if j.sent > 0 {
+		c.progress()
+	}
+	switch {
+	case errors.Is(j.err, os.ErrDeadlineExceeded):
+		c.s.stalled.Inc()
+		c.s.log.Debug("http: response aborted: no progress", "remote", c.RemoteAddr().String(),
+			"progress_timeout", c.s.cfg.ProgressTimeout)
+		c.sf.err = j.err
+	case j.err != nil:
+		c.sf.err = j.err
+	}
+	return true
 }
 
 // shortIf is err, or io.ErrUnexpectedEOF when the file ended before the n

@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"runtime"
 	"sync/atomic"
 	"time"
 
@@ -70,6 +71,7 @@ type Server struct {
 
 	open         atomic.Int64 // connections accepted and not yet closed
 	unsent       int64        // bytes all connections together may hold unsent (lowatFor)
+	bulk         *bulkLoops   // the loops that send large bodies (bulk.go)
 	refused      prometheus.Counter
 	stalled      prometheus.Counter
 	lastWarn     atomic.Int64 // when a refusal was last logged at Warn, ns since base
@@ -98,7 +100,8 @@ func New(cfg Config) (*Server, error) {
 		tcpMem, _ := os.ReadFile("/proc/sys/net/ipv4/tcp_mem")
 		cfg.UnsentBudget = unsentBudget(string(tcpMem))
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger, base: time.Now(), unsent: cfg.UnsentBudget}
+	s := &Server{cfg: cfg, log: cfg.Logger, base: time.Now(), unsent: cfg.UnsentBudget,
+		bulk: newBulkLoops(runtime.GOMAXPROCS(0), cfg.ProgressTimeout)}
 	s.lastWarn.Store(-int64(refusalWarnEvery))
 	opts := func(name, help string) prometheus.CounterOpts {
 		return prometheus.CounterOpts{Namespace: "siteboot", Subsystem: "http", Name: name, Help: help}

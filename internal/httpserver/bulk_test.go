@@ -1,0 +1,189 @@
+package httpserver
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// niceOf is the nice value of one of this process's threads, from field
+// 19 of /proc/self/task/TID/stat.
+func niceOf(t *testing.T, tid int) int {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/self/task/%d/stat", tid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := string(b)
+	// The command name, in parentheses, may hold spaces: count after it.
+	fields := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
+	n, err := strconv.Atoi(fields[16]) // field 19 of the whole line
+	if err != nil {
+		t.Fatalf("stat of thread %d: %q: %v", tid, s, err)
+	}
+	return n
+}
+
+// runningLoop is the thread of a loop of s that runs, or 0.
+func runningLoop(s *Server) int {
+	for _, l := range s.bulk.loops {
+		if tid := l.tid.Load(); tid != 0 {
+			return int(tid)
+		}
+	}
+	return 0
+}
+
+// A large body goes out from a loop whose thread runs at bulkNice, while
+// the process's other threads keep their priority; a small one does not
+// start a loop; the loop ends once idle.
+func TestBulkRunsOnANicedThreadAndEnds(t *testing.T) {
+	s, err := New(Config{ProgressTimeout: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, data := patterned(t, 16<<20)
+
+	small, reader := pair(t, s)
+	go func() { _, _ = io.Copy(io.Discard, reader) }()
+	if n, err := small.SendFileAt(nil, f, 0, bulkAbove-1); err != nil || n != bulkAbove-1 {
+		t.Fatalf("SendFileAt of a small body = %d, %v", n, err)
+	}
+	if tid := runningLoop(s); tid != 0 {
+		t.Fatalf("a body under bulkAbove started a loop (thread %d)", tid)
+	}
+
+	c, client := pair(t, s)
+	done := make(chan error, 1)
+	go func() {
+		_, err := c.SendFileAt(nil, f, 0, int64(len(data)))
+		done <- err
+	}()
+	// The client reads nothing yet: the body waits on the loop.
+	deadline := time.Now().Add(5 * time.Second)
+	tid := 0
+	for tid == 0 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+		tid = runningLoop(s)
+	}
+	if tid == 0 {
+		t.Fatal("no loop runs while a large body is sent")
+	}
+	if got := niceOf(t, tid); got != bulkNice {
+		t.Errorf("the loop's thread runs at nice %d, want %d", got, bulkNice)
+	}
+	if got := niceOf(t, os.Getpid()); got != 0 {
+		t.Errorf("the process's main thread runs at nice %d, want 0", got)
+	}
+	got, err := io.ReadAll(io.LimitReader(client, int64(len(data))))
+	if err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("the client read %d bytes (%v) that are not the body", len(got), err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("SendFileAt = %v", err)
+	}
+	for runningLoop(s) != 0 {
+		if time.Now().After(deadline.Add(5 * time.Second)) {
+			t.Fatal("the loop still runs long after its last body")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if _, err := os.Stat(fmt.Sprintf("/proc/self/task/%d", tid)); err == nil {
+		t.Errorf("the loop's niced thread %d lives on after the loop", tid)
+	}
+}
+
+// Close ends a large body its client is not reading at once, with
+// net.ErrClosed, long before the progress timeout.
+func TestBulkCloseAborts(t *testing.T) {
+	s, err := New(Config{ProgressTimeout: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, _ := patterned(t, 64<<20)
+	c, _ := pair(t, s)
+	done := make(chan error, 1)
+	go func() {
+		_, err := c.SendFileAt(nil, f, 0, 64<<20)
+		done <- err
+	}()
+	time.Sleep(200 * time.Millisecond)
+	start := time.Now()
+	closed := make(chan struct{})
+	go func() { c.Close(); close(closed) }()
+	select {
+	case err := <-done:
+		if err == nil || !errors.Is(err, net.ErrClosed) {
+			t.Errorf("SendFileAt ended by Close = %v, want net.ErrClosed", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("SendFileAt ran on 5 s after Close")
+	}
+	select {
+	case <-closed:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Close did not return")
+	}
+	if d := time.Since(start); d > 3*time.Second {
+		t.Errorf("Close took %v to end the body", d)
+	}
+}
+
+// Many large bodies at once, more than there are loops, to clients that
+// read at different speeds: each gets exactly its range.
+func TestBulkManyAtOnce(t *testing.T) {
+	s, err := New(Config{ProgressTimeout: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, data := patterned(t, 8<<20)
+	const n = 48
+	var wg sync.WaitGroup
+	errs := make(chan error, 2*n)
+	for i := range n {
+		c, client := pair(t, s)
+		off, size := int64(i*4099), int64(bulkAbove+i*65537)
+		wg.Add(2)
+		go func() {
+			defer wg.Done()
+			if got, err := c.SendFileAt([]byte("head\n"), f, off, size); err != nil || got != size {
+				errs <- fmt.Errorf("body %d: SendFileAt = %d, %v", i, got, err)
+			}
+		}()
+		go func() {
+			defer wg.Done()
+			r := io.Reader(client)
+			if i%3 == 0 { // a slow reader
+				r = &slowReader{r: client, pause: time.Millisecond}
+			}
+			got, err := io.ReadAll(io.LimitReader(r, 5+size))
+			want := append([]byte("head\n"), data[off:off+size]...)
+			if err != nil || !bytes.Equal(got, want) {
+				errs <- fmt.Errorf("body %d: the client read %d bytes (%v), not its %d", i, len(got), err, len(want))
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+}
+
+type slowReader struct {
+	r     io.Reader
+	pause time.Duration
+}
+
+func (s *slowReader) Read(p []byte) (int, error) {
+	time.Sleep(s.pause)
+	return s.r.Read(p[:min(len(p), 64<<10)])
+}
