@@ -1,6 +1,7 @@
 package httpserver
 
 import (
+	"errors"
 	"net"
 	"os"
 	"runtime"
@@ -40,10 +41,15 @@ const (
 	// long enough to carry it from one body to the next in a storm, short
 	// enough that an idle server keeps no thread for it.
 	bulkIdle = 250 * time.Millisecond
-	// bulkChunk is the most one sendfile call of a loop is asked for, so
-	// that one socket with a wide window does not hold the loop from the
-	// others.
+	// bulkChunk is the most a loop sends into one socket per wakeup, so
+	// that a client that drains as fast as sendfile fills (a fast link,
+	// a cold page cache) does not hold the loop from its other sockets:
+	// the socket, still writable, comes back at the next epoll_wait.
 	bulkChunk = 4 << 20
+	// A loop checks its jobs' progress deadlines every quarter of
+	// ProgressTimeout, within these bounds, and not at every wakeup.
+	bulkSweepMin = 10 * time.Millisecond
+	bulkSweepMax = time.Second
 )
 
 // bulkJob is one body: sock and src stay open while it runs (SendFileAt
@@ -56,47 +62,62 @@ type bulkJob struct {
 	err       error     // a raw errno, net.ErrClosed (aborted) or os.ErrDeadlineExceeded
 	last      time.Time // last progress
 	aborted   atomic.Bool
+	loop      *bulkLoop // the loop it was given to
 	done      chan struct{}
 }
+
+// errNoLoop ends a job a loop could not take on (its socket could not be
+// watched); nothing was sent, and the connection sends the body itself.
+var errNoLoop = errors.New("httpserver: no bulk loop for this socket")
 
 // bulkLoops are a Server's loops; a job goes to the one with the fewest.
 type bulkLoops struct {
 	timeout time.Duration // no progress for this long ends a job (ProgressTimeout)
+	sweep   time.Duration // deadlines are checked at least this often
 	idle    time.Duration // bulkIdle; tests shorten it
 	loops   []*bulkLoop
+	served  atomic.Int64 // jobs a loop ended, for tests
 }
 
 func newBulkLoops(n int, timeout time.Duration) *bulkLoops {
-	b := &bulkLoops{timeout: timeout, idle: bulkIdle}
+	b := &bulkLoops{timeout: timeout, idle: bulkIdle, sweep: bulkSweepMax}
+	if timeout > 0 {
+		b.sweep = min(max(timeout/4, bulkSweepMin), bulkSweepMax)
+	}
 	for range max(n, 1) {
 		b.loops = append(b.loops, &bulkLoop{b: b, epfd: -1, evfd: -1})
 	}
 	return b
 }
 
-// send runs j on a loop and waits for it to end. It fails (and nothing
-// was sent) only when no loop can be started: the caller then sends
-// itself.
-func (b *bulkLoops) send(j *bulkJob) error {
+// pick is the loop with the fewest jobs.
+func (b *bulkLoops) pick() *bulkLoop {
 	l := b.loops[0]
 	for _, o := range b.loops[1:] {
 		if o.load.Load() < l.load.Load() {
 			l = o
 		}
 	}
+	return l
+}
+
+// send runs j on j.loop (pick's) and waits for it to end. It fails (and
+// nothing was sent) only when the loop cannot be started: the caller then
+// sends itself.
+func (b *bulkLoops) send(j *bulkJob) error {
 	j.done = make(chan struct{})
-	if err := l.submit(j); err != nil {
+	if err := j.loop.submit(j); err != nil {
 		return err
 	}
 	<-j.done
 	return nil
 }
 
-// abort ends j at the loop's next wakeup, with net.ErrClosed.
+// abort ends j at its loop's next wakeup, with net.ErrClosed.
 func (b *bulkLoops) abort(j *bulkJob) {
 	j.aborted.Store(true)
-	for _, l := range b.loops {
-		l.wake()
+	if j.loop != nil {
+		j.loop.wake()
 	}
 }
 
@@ -195,63 +216,59 @@ func (l *bulkLoop) run(epfd, evfd int, started chan<- struct{}) {
 
 	jobs := map[int]*bulkJob{}
 	events := make([]unix.EpollEvent, 256)
-	idleSince := time.Now()
+	idleSince, lastSweep := time.Now(), time.Now()
 	for {
-		wait := 1000 // ms: deadlines are checked at least this often
+		wait := l.b.sweep
 		if len(jobs) == 0 {
-			wait = int(max(l.b.idle/time.Millisecond, 1))
+			wait = max(l.b.idle-time.Since(idleSince), time.Millisecond)
 		}
-		n, err := unix.EpollWait(epfd, events, wait)
+		n, err := unix.EpollWait(epfd, events, int(max(wait/time.Millisecond, 1)))
 		if err != nil && err != unix.EINTR {
 			// Cannot happen with a valid epoll fd: fail what runs and
 			// what waits, and stop.
-			err = os.NewSyscallError("epoll_wait", err)
-			for _, j := range jobs {
-				l.finish(jobs, j, err)
-			}
-			l.mu.Lock()
-			in := l.incoming
-			l.incoming = nil
-			l.mu.Unlock()
-			for _, j := range in {
-				j.err = err
-				l.done(j)
-			}
-			l.stop(jobs)
+			l.fail(jobs, os.NewSyscallError("epoll_wait", err))
 			return
 		}
-		now := time.Now()
+		woken := false
 		for _, ev := range events[:max(n, 0)] {
 			fd := int(ev.Fd)
 			if fd == evfd {
+				woken = true
 				var buf [8]byte
 				_, _ = unix.Read(evfd, buf[:])
-				l.mu.Lock()
-				in := l.incoming
-				l.incoming = nil
-				l.mu.Unlock()
-				for _, j := range in {
-					j.last = now
-					if err := unix.EpollCtl(epfd, unix.EPOLL_CTL_ADD, j.sock, &unix.EpollEvent{Events: unix.EPOLLOUT, Fd: int32(j.sock)}); err != nil {
-						j.err = err
+				for _, j := range l.take() {
+					if j.aborted.Load() {
+						j.err = net.ErrClosed
 						l.done(j)
 						continue
 					}
+					if err := unix.EpollCtl(epfd, unix.EPOLL_CTL_ADD, j.sock, &unix.EpollEvent{Events: unix.EPOLLOUT, Fd: int32(j.sock)}); err != nil {
+						j.err = errNoLoop
+						l.done(j)
+						continue
+					}
+					j.last = time.Now()
 					jobs[j.sock] = j
-					l.send(jobs, j, now)
+					l.send(jobs, j)
 				}
 				continue
 			}
 			if j := jobs[fd]; j != nil {
-				l.send(jobs, j, now)
+				l.send(jobs, j)
 			}
 		}
-		for _, j := range jobs {
-			switch {
-			case j.aborted.Load():
-				l.finish(jobs, j, net.ErrClosed)
-			case l.b.timeout > 0 && now.Sub(j.last) >= l.b.timeout:
-				l.finish(jobs, j, os.ErrDeadlineExceeded)
+		now := time.Now()
+		// Aborts come with a wakeup; deadlines need a look only every
+		// sweep, not at every socket's turn.
+		if woken || now.Sub(lastSweep) >= l.b.sweep {
+			lastSweep = now
+			for _, j := range jobs {
+				switch {
+				case j.aborted.Load():
+					l.finish(jobs, j, net.ErrClosed)
+				case l.b.timeout > 0 && now.Sub(j.last) >= l.b.timeout:
+					l.finish(jobs, j, os.ErrDeadlineExceeded)
+				}
 			}
 		}
 		if len(jobs) > 0 {
@@ -262,15 +279,46 @@ func (l *bulkLoop) run(epfd, evfd int, started chan<- struct{}) {
 	}
 }
 
-// send sendfiles into j's socket until it takes no more, the body is sent
-// or an error ends it.
-func (l *bulkLoop) send(jobs map[int]*bulkJob, j *bulkJob, now time.Time) {
+// take empties the loop's incoming jobs.
+func (l *bulkLoop) take() []*bulkJob {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	in := l.incoming
+	l.incoming = nil
+	return in
+}
+
+// fail ends every job with err and stops the loop, failing too what comes
+// in until it has stopped.
+func (l *bulkLoop) fail(jobs map[int]*bulkJob, err error) {
+	for _, j := range jobs {
+		l.finish(jobs, j, err)
+	}
+	for {
+		for _, j := range l.take() {
+			j.err = err
+			l.done(j)
+		}
+		if l.stop(jobs) {
+			return
+		}
+	}
+}
+
+// send sendfiles into j's socket until it takes no more, bulkChunk went
+// in, the body is sent or an error ends it.
+func (l *bulkLoop) send(jobs map[int]*bulkJob, j *bulkJob) {
+	budget := int64(bulkChunk)
 	for j.left > 0 {
-		n, err := unix.Sendfile(j.sock, j.src, &j.off, int(min(j.left, bulkChunk)))
+		if budget <= 0 {
+			return // still writable: epoll_wait reports it again
+		}
+		n, err := unix.Sendfile(j.sock, j.src, &j.off, int(min(j.left, budget)))
 		if n > 0 {
 			j.sent += int64(n)
 			j.left -= int64(n)
-			j.last = now
+			budget -= int64(n)
+			j.last = time.Now()
 		}
 		switch {
 		case err == unix.EAGAIN:
@@ -297,6 +345,7 @@ func (l *bulkLoop) finish(jobs map[int]*bulkJob, j *bulkJob, err error) {
 
 func (l *bulkLoop) done(j *bulkJob) {
 	l.load.Add(-1)
+	l.b.served.Add(1)
 	close(j.done)
 }
 

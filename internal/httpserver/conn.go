@@ -41,6 +41,7 @@ type conn struct {
 		off        int64 // with at: where the next sendfile reads
 		left, sent int64
 		err        error
+		noBulk     bool // no bulk loop took the body: send it here
 	}
 	step func(fd uintptr) bool
 
@@ -282,6 +283,7 @@ func (c *conn) SendFileAt(head []byte, f *os.File, off, n int64) (int64, error) 
 		return 0, os.NewSyscallError("sendmsg", c.moreErr)
 	}
 	c.sf.src, c.sf.at, c.sf.off, c.sf.left, c.sf.sent, c.sf.err = int(f.Fd()), true, off, n, 0, nil
+	c.sf.noBulk = false
 	step := c.step
 	if n >= bulkAbove && c.s.bulk != nil {
 		step = c.bulkStep
@@ -304,17 +306,24 @@ func (c *conn) SendFileAt(head []byte, f *os.File, off, n int64) (int64, error) 
 
 // sendBulk runs the body c.sf describes on a bulk loop and waits for it,
 // inside the socket's raw write: the descriptor stays open and its own
-// until the loop is done with it. A loop that cannot start leaves the
-// body to sendStep, on this goroutine.
+// until the loop is done with it. A loop that cannot start or watch the
+// socket leaves the body to sendStep, on this goroutine.
+//
+// Only Close interrupts a body on a loop: a write deadline set meanwhile
+// from another goroutine does not (the progress timeout still holds).
 func (c *conn) sendBulk(fd uintptr) bool {
-	j := &bulkJob{sock: int(fd), src: c.sf.src, off: c.sf.off, left: c.sf.left}
+	if c.sf.noBulk {
+		return c.sendStep(fd)
+	}
+	j := &bulkJob{sock: int(fd), src: c.sf.src, off: c.sf.off, left: c.sf.left, loop: c.s.bulk.pick()}
 	c.job.Store(j)
 	if c.closed.Load() { // Close ran before the job was there to abort
 		j.aborted.Store(true)
 	}
 	err := c.s.bulk.send(j)
 	c.job.Store(nil)
-	if err != nil {
+	if err != nil || errors.Is(j.err, errNoLoop) {
+		c.sf.noBulk = true
 		return c.sendStep(fd)
 	}
 	c.sf.off, c.sf.left, c.sf.sent = j.off, j.left, c.sf.sent+j.sent

@@ -22,5 +22,8 @@
 // The deadline needs no allocation per request: each connection keeps its
 // state, and file bodies go out through its own sendfile loop (the one Go
 // runs for net.TCPConn, with the deadline pushed forward after each
-// chunk).
+// chunk). Bodies of bulkAbove and up go out from the bulk loops instead
+// (bulk.go): a few epoll loops on threads at a lower priority, which keep
+// the progress timeout themselves and end a body at once when its
+// connection is closed.
 package httpserver

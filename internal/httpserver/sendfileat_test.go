@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/siteboot/siteboot/internal/metrictest"
 )
 
 // patterned is a file whose every byte tells its offset apart.
@@ -93,24 +95,37 @@ func TestSendFileAtSendsHeadAndRange(t *testing.T) {
 }
 
 // A client that stops reading ends SendFileAt at ProgressTimeout, with the
-// deadline's error, not a hang.
+// deadline's error, not a hang, and counts a stalled response: a large
+// body on a bulk loop, and one sent on the connection's goroutine (no
+// loops).
 func TestSendFileAtStalledClient(t *testing.T) {
-	s, err := New(Config{ProgressTimeout: 300 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	f, _ := patterned(t, 64<<20)
-	c, _ := pair(t, s)
-	start := time.Now()
-	n, err := c.SendFileAt([]byte("HTTP/1.1 200 OK\r\n\r\n"), f, 0, 64<<20)
-	if !errors.Is(err, os.ErrDeadlineExceeded) {
-		t.Fatalf("SendFileAt to a client that reads nothing = %d, %v; want a deadline error", n, err)
-	}
-	if n >= 64<<20 {
-		t.Fatalf("sent everything (%d) to a client that reads nothing", n)
-	}
-	if d := time.Since(start); d > 10*time.Second {
-		t.Fatalf("took %v", d)
+	for _, loops := range []bool{true, false} {
+		s, err := New(Config{ProgressTimeout: 300 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !loops {
+			s.bulk = nil
+		}
+		f, _ := patterned(t, 64<<20)
+		c, _ := pair(t, s)
+		start := time.Now()
+		n, err := c.SendFileAt([]byte("HTTP/1.1 200 OK\r\n\r\n"), f, 0, 64<<20)
+		if !errors.Is(err, os.ErrDeadlineExceeded) {
+			t.Fatalf("loops %v: SendFileAt to a client that reads nothing = %d, %v; want a deadline error", loops, n, err)
+		}
+		if n >= 64<<20 {
+			t.Fatalf("loops %v: sent everything (%d) to a client that reads nothing", loops, n)
+		}
+		if d := time.Since(start); d > 10*time.Second {
+			t.Fatalf("loops %v: took %v", loops, d)
+		}
+		if got := metrictest.Counter(t, s.stalled); got != 1 {
+			t.Errorf("loops %v: stalled_responses_total = %v, want 1", loops, got)
+		}
+		if loops && s.bulk.served.Load() != 1 {
+			t.Errorf("the body did not go through a loop")
+		}
 	}
 }
 
