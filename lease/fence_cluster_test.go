@@ -221,9 +221,15 @@ func TestClusterOneHolderAndTheNewOneWaits(t *testing.T) {
 	<-hs[old].done
 	_ = hs[old].node.raft.Shutdown().Error()
 	closeTransport(hs[old].node.trans)
+	// Wait until the sampler, too, has seen the new holder open: the gate
+	// may open between two of its samples, and finish stops it.
 	waitFor(t, func() bool {
 		i := holderOf(hs)
-		return i >= 0 && i != old
+		if i < 0 || i == old {
+			return false
+		}
+		_, seen := s.opened(i)
+		return seen
 	})
 	s.finish()
 	_ = hs[old].node.store.Close()
