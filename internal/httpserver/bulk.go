@@ -210,7 +210,12 @@ func (l *bulkLoop) run(epfd, evfd int, started chan<- struct{}) {
 		runtime.UnlockOSThread()
 		return
 	}
-	_ = unix.Setpriority(unix.PRIO_PROCESS, tid, bulkNice) // best effort: without it the loop still sends
+	// Lower, never raise: a process already above bulkNice keeps its
+	// value (the kernel's getpriority value is 20 - nice). Best effort:
+	// without it the loop still sends.
+	if p, err := unix.Getpriority(unix.PRIO_PROCESS, tid); err == nil && 20-p < bulkNice {
+		_ = unix.Setpriority(unix.PRIO_PROCESS, tid, bulkNice)
+	}
 	l.tid.Store(int64(tid))
 	close(started)
 
@@ -218,7 +223,7 @@ func (l *bulkLoop) run(epfd, evfd int, started chan<- struct{}) {
 	events := make([]unix.EpollEvent, 256)
 	idleSince, lastSweep := time.Now(), time.Now()
 	for {
-		wait := l.b.sweep
+		wait := max(l.b.sweep-time.Since(lastSweep), time.Millisecond)
 		if len(jobs) == 0 {
 			wait = max(l.b.idle-time.Since(idleSince), time.Millisecond)
 		}
@@ -229,7 +234,7 @@ func (l *bulkLoop) run(epfd, evfd int, started chan<- struct{}) {
 			l.fail(jobs, os.NewSyscallError("epoll_wait", err))
 			return
 		}
-		woken := false
+		woken, busy := false, len(jobs) > 0
 		for _, ev := range events[:max(n, 0)] {
 			fd := int(ev.Fd)
 			if fd == evfd {
@@ -237,6 +242,7 @@ func (l *bulkLoop) run(epfd, evfd int, started chan<- struct{}) {
 				var buf [8]byte
 				_, _ = unix.Read(evfd, buf[:])
 				for _, j := range l.take() {
+					busy = true
 					if j.aborted.Load() {
 						j.err = net.ErrClosed
 						l.done(j)
@@ -271,8 +277,8 @@ func (l *bulkLoop) run(epfd, evfd int, started chan<- struct{}) {
 				}
 			}
 		}
-		if len(jobs) > 0 {
-			idleSince = now
+		if busy || len(jobs) > 0 {
+			idleSince = now // idle from the last pass that had a body
 		} else if now.Sub(idleSince) >= l.b.idle && l.stop(jobs) {
 			return
 		}

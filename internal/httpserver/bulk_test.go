@@ -12,6 +12,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/siteboot/siteboot/internal/metrictest"
 )
 
 // niceOf is the nice value of one of this process's threads, from field
@@ -167,8 +169,55 @@ func TestBulkCloseAborts(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("Close did not return")
 	}
-	if d := time.Since(start); d > 3*time.Second {
+	// Well under a deadline sweep (a second at this ProgressTimeout):
+	// the abort wakes the loop, it does not wait for the sweep.
+	if d := time.Since(start); d > bulkSweepMax/2 {
 		t.Errorf("Close took %v to end the body", d)
+	}
+}
+
+// A client that reads slowly but steadily keeps its body past several
+// progress timeouts, on a loop and on the connection's goroutine: each
+// time the socket takes bytes counts as progress. (The socket takes more
+// only once it has room for a good part of what it holds, half of
+// TCP_NOTSENT_LOWAT: 2 MiB here, a third of a second at this client's
+// pace.)
+func TestBulkSlowClientIsNotCut(t *testing.T) {
+	const timeout = time.Second
+	for _, loops := range []bool{true, false} {
+		s, err := New(Config{ProgressTimeout: timeout})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !loops {
+			s.bulk = nil
+		}
+		f, data := patterned(t, 24<<20)
+		c, client := pair(t, s)
+		got := make(chan []byte, 1)
+		start := time.Now()
+		go func() {
+			// 128 KiB every 20 ms: about 6 MiB/s, so the body takes
+			// seconds, longer than what the sockets' buffers hold.
+			b, _ := io.ReadAll(io.LimitReader(&slowReader{r: client, pause: 20 * time.Millisecond, most: 128 << 10}, int64(len(data))))
+			got <- b
+		}()
+		n, err := c.SendFileAt(nil, f, 0, int64(len(data)))
+		if err != nil || n != int64(len(data)) {
+			t.Fatalf("loops %v: SendFileAt to a slow but steady client = %d, %v after %v", loops, n, err, time.Since(start))
+		}
+		if b := <-got; !bytes.Equal(b, data) {
+			t.Fatalf("loops %v: the client read %d bytes that are not the body", loops, len(b))
+		}
+		if took := time.Since(start); took < 2*timeout {
+			t.Fatalf("loops %v: the body took %v: not slow enough to outlast the progress timeout", loops, took)
+		}
+		if got := metrictest.Counter(t, s.stalled); got != 0 {
+			t.Errorf("loops %v: stalled_responses_total = %v, want 0", loops, got)
+		}
+		if loops && s.bulk.served.Load() != 1 {
+			t.Errorf("the body did not go through a loop")
+		}
 	}
 }
 
@@ -219,9 +268,14 @@ func TestBulkManyAtOnce(t *testing.T) {
 type slowReader struct {
 	r     io.Reader
 	pause time.Duration
+	most  int // bytes per read; 0: 64 KiB
 }
 
 func (s *slowReader) Read(p []byte) (int, error) {
 	time.Sleep(s.pause)
-	return s.r.Read(p[:min(len(p), 64<<10)])
+	most := s.most
+	if most == 0 {
+		most = 64 << 10
+	}
+	return s.r.Read(p[:min(len(p), most)])
 }

@@ -318,7 +318,9 @@ func (c *conn) sendBulk(fd uintptr) bool {
 	j := &bulkJob{sock: int(fd), src: c.sf.src, off: c.sf.off, left: c.sf.left, loop: c.s.bulk.pick()}
 	c.job.Store(j)
 	if c.closed.Load() { // Close ran before the job was there to abort
-		j.aborted.Store(true)
+		c.job.Store(nil)
+		c.sf.err = net.ErrClosed
+		return true
 	}
 	err := c.s.bulk.send(j)
 	c.job.Store(nil)

@@ -110,7 +110,27 @@ func TestSendFileAtStalledClient(t *testing.T) {
 		f, _ := patterned(t, 64<<20)
 		c, _ := pair(t, s)
 		start := time.Now()
-		n, err := c.SendFileAt([]byte("HTTP/1.1 200 OK\r\n\r\n"), f, 0, 64<<20)
+		type result struct {
+			n   int64
+			err error
+		}
+		res := make(chan result, 1)
+		go func() {
+			n, err := c.SendFileAt([]byte("HTTP/1.1 200 OK\r\n\r\n"), f, 0, 64<<20)
+			res <- result{n, err}
+		}()
+		var n int64
+		select {
+		case r := <-res:
+			n, err = r.n, r.err
+		case <-time.After(10 * time.Second):
+			c.Close()
+			<-res
+			t.Fatalf("loops %v: SendFileAt to a client that reads nothing ran on past 10 s", loops)
+		}
+		if took := time.Since(start); took < 300*time.Millisecond {
+			t.Errorf("loops %v: aborted after %v, before the 300 ms progress timeout", loops, took)
+		}
 		if !errors.Is(err, os.ErrDeadlineExceeded) {
 			t.Fatalf("loops %v: SendFileAt to a client that reads nothing = %d, %v; want a deadline error", loops, n, err)
 		}
@@ -178,11 +198,15 @@ func TestSendFileAtShortFileIsAnError(t *testing.T) {
 // write: one that clears the deadline right after a write must not leave
 // the next response to a client that stops reading without the progress
 // timeout (progress skips a deadline it believes is recent).
+//
+// The body is sent on the connection's goroutine (no bulk loops), where
+// the write deadline is what ends it.
 func TestSendFileAtProgressAfterCallerDeadline(t *testing.T) {
 	s, err := New(Config{ProgressTimeout: 300 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
+	s.bulk = nil
 	f, _ := patterned(t, 64<<20)
 	for _, clear := range []func(c *conn) error{
 		func(c *conn) error { return c.SetWriteDeadline(time.Time{}) },
