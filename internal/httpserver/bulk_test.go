@@ -185,13 +185,7 @@ func TestBulkCloseAborts(t *testing.T) {
 func TestBulkSlowClientIsNotCut(t *testing.T) {
 	const timeout = time.Second
 	for _, loops := range []bool{true, false} {
-		s, err := New(Config{ProgressTimeout: timeout})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !loops {
-			s.bulk = nil
-		}
+		s := serverWithLoops(t, timeout, loops)
 		f, data := patterned(t, 24<<20)
 		c, client := pair(t, s)
 		got := make(chan []byte, 1)

@@ -332,14 +332,8 @@ func (c *conn) sendBulk(fd uintptr) bool {
 	if j.sent > 0 {
 		c.progress()
 	}
-	switch {
-	case errors.Is(j.err, os.ErrDeadlineExceeded):
-		c.s.stalled.Inc()
-		c.s.log.Debug("http: response aborted: no progress", "remote", c.RemoteAddr().String(),
-			"progress_timeout", c.s.cfg.ProgressTimeout)
-		c.sf.err = j.err
-	case j.err != nil:
-		c.sf.err = j.err
+	if j.err != nil {
+		c.sf.err = c.stalledIf(j.err)
 	}
 	return true
 }

@@ -32,6 +32,21 @@ func patterned(t *testing.T, size int) (*os.File, []byte) {
 	return f, data
 }
 
+// serverWithLoops is a Server with the progress timeout given, whose
+// large bodies go out on bulk loops, or without loops on their
+// connection's goroutine.
+func serverWithLoops(t *testing.T, timeout time.Duration, loops bool) *Server {
+	t.Helper()
+	s, err := New(Config{ProgressTimeout: timeout})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !loops {
+		s.bulk = nil
+	}
+	return s
+}
+
 // pair is a server-side conn and the client end of a loopback TCP
 // connection.
 func pair(t *testing.T, s *Server) (*conn, net.Conn) {
@@ -100,13 +115,7 @@ func TestSendFileAtSendsHeadAndRange(t *testing.T) {
 // loops).
 func TestSendFileAtStalledClient(t *testing.T) {
 	for _, loops := range []bool{true, false} {
-		s, err := New(Config{ProgressTimeout: 300 * time.Millisecond})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !loops {
-			s.bulk = nil
-		}
+		s := serverWithLoops(t, 300*time.Millisecond, loops)
 		f, _ := patterned(t, 64<<20)
 		c, _ := pair(t, s)
 		start := time.Now()
@@ -119,7 +128,10 @@ func TestSendFileAtStalledClient(t *testing.T) {
 			n, err := c.SendFileAt([]byte("HTTP/1.1 200 OK\r\n\r\n"), f, 0, 64<<20)
 			res <- result{n, err}
 		}()
-		var n int64
+		var (
+			n   int64
+			err error
+		)
 		select {
 		case r := <-res:
 			n, err = r.n, r.err
