@@ -154,10 +154,13 @@ func resolve(base *url.URL, ref string) (string, error) {
 	if base != nil {
 		u = base.ResolveReference(u)
 	}
-	if u.Scheme != "http" && u.Scheme != "https" || u.Host == "" {
+	// Check the string that will be fetched, not the parsed form: a host
+	// such as "::" parses but does not survive a round trip.
+	out := u.String()
+	if !isHTTPURL(out) {
 		return "", fmt.Errorf("image URI %q: want an http(s) URL with a host", clip(ref))
 	}
-	return u.String(), nil
+	return out, nil
 }
 
 // clip shortens what a server sent before it goes into an error message.
