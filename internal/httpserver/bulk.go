@@ -60,7 +60,9 @@ type bulkJob struct {
 	off, left int64
 	sent      int64
 	err       error     // a raw errno, net.ErrClosed (aborted) or os.ErrDeadlineExceeded
-	last      time.Time // last progress
+	last      time.Time // last progress: the socket took data or the client ACKed some
+	acked     uint64    // tcpi_bytes_acked at last, when ackWatch (conn.ackedSince)
+	ackWatch  bool
 	aborted   atomic.Bool
 	loop      *bulkLoop // the loop it was given to
 	done      chan struct{}
@@ -220,6 +222,7 @@ func (l *bulkLoop) run(epfd, evfd int, started chan<- struct{}) {
 	close(started)
 
 	jobs := map[int]*bulkJob{}
+	var info tcpInfo
 	events := make([]unix.EpollEvent, 256)
 	idleSince, lastSweep := time.Now(), time.Now()
 	for {
@@ -273,6 +276,13 @@ func (l *bulkLoop) run(epfd, evfd int, started chan<- struct{}) {
 				case j.aborted.Load():
 					l.finish(jobs, j, net.ErrClosed)
 				case l.b.timeout > 0 && now.Sub(j.last) >= l.b.timeout:
+					// The socket took nothing for a timeout: a client
+					// still ACKing is slow, not stalled (conn.ackedSince).
+					a := info.acked(j.sock)
+					if j.ackWatch && a > j.acked {
+						j.acked, j.last = a, now
+						continue
+					}
 					l.finish(jobs, j, os.ErrDeadlineExceeded)
 				}
 			}

@@ -181,7 +181,7 @@ func TestBulkCloseAborts(t *testing.T) {
 // time the socket takes bytes counts as progress. (The socket takes more
 // only once it has room for a good part of what it holds, half of
 // TCP_NOTSENT_LOWAT: 2 MiB here, a third of a second at this client's
-// pace.)
+// pace. TestSlowReaderAckingIsNotCut is a client slower than that.)
 func TestBulkSlowClientIsNotCut(t *testing.T) {
 	const timeout = time.Second
 	for _, loops := range []bool{true, false} {
@@ -272,4 +272,52 @@ func (s *slowReader) Read(p []byte) (int, error) {
 		most = 64 << 10
 	}
 	return s.r.Read(p[:min(len(p), most)])
+}
+
+// A client that reads slower than its socket's unsent budget drains is a
+// slow reader, not a stalled one: its socket turns writable only after
+// half of the budget has gone (2 MiB here, much longer than the progress
+// timeout), but it ACKs data all along, and that is progress.
+func TestSlowReaderAckingIsNotCut(t *testing.T) {
+	const timeout = 300 * time.Millisecond
+	for _, loops := range []bool{true, false} {
+		s := serverWithLoops(t, timeout, loops)
+		f, data := patterned(t, 8<<20)
+		c, client := pair(t, s)
+		// A fixed receive buffer (no autotuning to 6 MiB): most of the
+		// body waits in the server's socket, not in the client's.
+		if err := client.(*net.TCPConn).SetReadBuffer(1 << 20); err != nil {
+			t.Fatal(err)
+		}
+		got := make(chan []byte, 1)
+		start := time.Now()
+		go func() {
+			// 128 KiB every 50 ms: about 2.5 MiB/s, so 2 MiB drains in
+			// about 0.8 s, more than two progress timeouts.
+			// (io.ReadAll would read into a small buffer at first.)
+			b, buf := make([]byte, 0, len(data)), make([]byte, 128<<10)
+			for len(b) < len(data) {
+				time.Sleep(50 * time.Millisecond)
+				n, err := client.Read(buf[:min(len(buf), len(data)-len(b))])
+				b = append(b, buf[:n]...)
+				if err != nil {
+					break
+				}
+			}
+			got <- b
+		}()
+		n, err := c.SendFileAt(nil, f, 0, int64(len(data)))
+		if err != nil || n != int64(len(data)) {
+			t.Fatalf("loops %v: SendFileAt to a slow reader that ACKs all along = %d, %v after %v", loops, n, err, time.Since(start))
+		}
+		if b := <-got; !bytes.Equal(b, data) {
+			t.Fatalf("loops %v: the client read %d bytes that are not the body", loops, len(b))
+		}
+		if took := time.Since(start); took < 4*timeout {
+			t.Fatalf("loops %v: the body took %v: not slow enough to outlast the progress timeout", loops, took)
+		}
+		if got := metrictest.Counter(t, s.stalled); got != 0 {
+			t.Errorf("loops %v: stalled_responses_total = %v, want 0", loops, got)
+		}
+	}
 }

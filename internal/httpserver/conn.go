@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -61,6 +62,15 @@ type conn struct {
 	// wants, which setLowat, made once, sets.
 	lowat, wantLowat int
 	setLowat         func(fd uintptr)
+
+	// What the client had ACKed (tcpi_bytes_acked) when a large body
+	// began or its progress deadline last passed: a deadline that passes
+	// while the client is still ACKing is moved on (ackedSince). info
+	// and readAcked, made once, read it without allocating.
+	acked, ackedNow uint64
+	ackWatch        bool // startBody noted acked for this body
+	info            tcpInfo
+	readAcked       func(fd uintptr)
 }
 
 // corkAbove is the body length from which SendFileAt corks the socket for
@@ -84,29 +94,84 @@ func newConn(c net.Conn, s *Server) *conn {
 	pc.uncork = func(fd uintptr) { _ = unix.SetsockoptInt(int(fd), unix.IPPROTO_TCP, unix.TCP_CORK, 0) }
 	pc.bulkStep = pc.sendBulk
 	pc.setLowat = func(fd uintptr) {
-		if unix.SetsockoptInt(int(fd), unix.IPPROTO_TCP, unix.TCP_NOTSENT_LOWAT, pc.wantLowat) == nil {
+		if pc.wantLowat != pc.lowat && unix.SetsockoptInt(int(fd), unix.IPPROTO_TCP, unix.TCP_NOTSENT_LOWAT, pc.wantLowat) == nil {
 			pc.lowat = pc.wantLowat
 		}
+		pc.acked = pc.info.acked(int(fd))
 	}
+	pc.readAcked = func(fd uintptr) { pc.ackedNow = pc.info.acked(int(fd)) }
 	return pc
 }
 
-// boundUnsent caps the data the socket may hold unsent before a body of
-// n bytes goes out: the server's unsent budget shared among its open
-// connections (Server.lowatFor). Without a cap the kernel lets each socket
-// queue up to its autotuned send buffer (4 MiB by default) while the
-// peer's window lets out a little at a time; in a boot storm a thousand
-// kernel and initrd downloads queued megabytes each, the host's TCP
-// memory reached its pressure threshold, and the kernel began to drop
-// packets and collapse queues. Small bodies need no cap (they are
-// smaller than any), and a setsockopt is spent only when the share
-// changes.
-func (c *conn) boundUnsent(n int64) {
-	if n <= corkAbove || c.raw == nil {
+// tcpInfo reads a socket's tcpi_bytes_acked into a buffer of its own.
+type tcpInfo struct {
+	buf unix.TCPInfo
+	n   uint32
+}
+
+// acked is what the peer has ACKed on fd; 0 where the kernel does not say
+// (not TCP, or a kernel before 4.1): nothing then counts as progress but
+// what the socket takes.
+func (t *tcpInfo) acked(fd int) uint64 {
+	t.n = uint32(unsafe.Sizeof(t.buf))
+	_, _, e := unix.Syscall6(unix.SYS_GETSOCKOPT, uintptr(fd), unix.IPPROTO_TCP, unix.TCP_INFO,
+		uintptr(unsafe.Pointer(&t.buf)), uintptr(unsafe.Pointer(&t.n)), 0)
+	if e != 0 || uintptr(t.n) < unsafe.Offsetof(t.buf.Bytes_acked)+unsafe.Sizeof(t.buf.Bytes_acked) {
+		return 0
+	}
+	return t.buf.Bytes_acked
+}
+
+// startBody readies the socket for a body of n bytes, in one raw Control
+// call: it notes what the client has ACKed so far, for ackedSince, and it
+// caps the data the socket may hold unsent: the server's unsent budget
+// shared among its open connections (Server.lowatFor). Without a cap the
+// kernel lets each socket queue up to its autotuned send buffer (4 MiB by
+// default) while the peer's window lets out a little at a time; in a boot
+// storm a thousand kernel and initrd downloads queued megabytes each, the
+// host's TCP memory reached its pressure threshold, and the kernel began
+// to drop packets and collapse queues. Small bodies need neither (they
+// fit in any socket's buffer), and a setsockopt is spent only when the
+// share changes.
+func (c *conn) startBody(n int64) {
+	c.ackWatch = n > corkAbove && c.raw != nil
+	if !c.ackWatch {
 		return
 	}
-	if c.wantLowat = c.s.lowatFor(); c.wantLowat != c.lowat {
-		_ = c.raw.Control(c.setLowat)
+	c.wantLowat = c.s.lowatFor()
+	_ = c.raw.Control(c.setLowat)
+}
+
+// ackedSince reports whether the client ACKed data since the body began
+// or this last said so, after a write's progress deadline passed, and
+// then moves the deadline on. The deadline marks how long the socket took
+// no more data; a socket holds up to half its unsent budget more before
+// it takes any (TCP_NOTSENT_LOWAT wakes a writer only below half the
+// mark), so a client reading slower than that drains, tens of KB/s with a
+// 4 MiB budget and a 30 s timeout, would be cut while it reads. Its ACKs
+// show it is not stalled; a client that stops reading stops ACKing once
+// its window closes, and is cut one timeout later. A deadline a caller set
+// (not the progress deadline) is never moved.
+func (c *conn) ackedSince(err error) bool {
+	if !c.ackWatch || !errors.Is(err, os.ErrDeadlineExceeded) || c.deadline.Load() == 0 {
+		return false
+	}
+	if c.raw.Control(c.readAcked) != nil || c.ackedNow <= c.acked {
+		return false
+	}
+	c.acked = c.ackedNow
+	c.progress()
+	return true
+}
+
+// rawWrite runs step in the socket's raw write, as long as the client
+// makes progress (ackedSince).
+func (c *conn) rawWrite(step func(fd uintptr) bool) error {
+	for {
+		err := c.raw.Write(step)
+		if !c.ackedSince(err) {
+			return err
+		}
 	}
 }
 
@@ -210,10 +275,10 @@ func (c *conn) sendfile(f *os.File, limit int64) (int64, error, bool) {
 	if limit <= 0 {
 		return 0, nil, true
 	}
-	c.boundUnsent(limit)
+	c.startBody(limit)
 	c.sf.src, c.sf.at, c.sf.left, c.sf.sent, c.sf.err = int(f.Fd()), false, limit, 0, nil
 	c.progress()
-	err := c.raw.Write(c.step)
+	err := c.rawWrite(c.step)
 	runtime.KeepAlive(f)
 	sent, serr := c.sf.sent, c.sf.err
 	switch {
@@ -267,7 +332,7 @@ func (c *conn) SendFileAt(head []byte, f *os.File, off, n int64) (int64, error) 
 	if c.raw == nil || n <= 0 {
 		return c.writeThenCopy(head, f, off, n)
 	}
-	c.boundUnsent(n)
+	c.startBody(n)
 	if n > corkAbove {
 		_ = c.raw.Control(c.cork)
 		defer c.raw.Control(c.uncork)
@@ -288,7 +353,7 @@ func (c *conn) SendFileAt(head []byte, f *os.File, off, n int64) (int64, error) 
 	if n >= bulkAbove && c.s.bulk != nil {
 		step = c.bulkStep
 	}
-	err = c.raw.Write(step)
+	err = c.rawWrite(step)
 	runtime.KeepAlive(f)
 	sent, serr := c.sf.sent, c.sf.err
 	switch {
@@ -315,7 +380,8 @@ func (c *conn) sendBulk(fd uintptr) bool {
 	if c.sf.noBulk {
 		return c.sendStep(fd)
 	}
-	j := &bulkJob{sock: int(fd), src: c.sf.src, off: c.sf.off, left: c.sf.left, loop: c.s.bulk.pick()}
+	j := &bulkJob{sock: int(fd), src: c.sf.src, off: c.sf.off, left: c.sf.left, loop: c.s.bulk.pick(),
+		acked: c.acked, ackWatch: c.ackWatch}
 	c.job.Store(j)
 	if c.closed.Load() { // Close ran before the job was there to abort
 		c.job.Store(nil)
@@ -328,7 +394,7 @@ func (c *conn) sendBulk(fd uintptr) bool {
 		c.sf.noBulk = true
 		return c.sendStep(fd)
 	}
-	c.sf.off, c.sf.left, c.sf.sent = j.off, j.left, c.sf.sent+j.sent
+	c.sf.off, c.sf.left, c.sf.sent, c.acked = j.off, j.left, c.sf.sent+j.sent, j.acked
 	if j.sent > 0 {
 		c.progress()
 	}

@@ -9,8 +9,10 @@
 //   - a progress deadline on every write: a response whose client accepts
 //     no byte for ProgressTimeout is aborted and its connection closed,
 //     while one that is slow but moving is not (the deadline moves with
-//     every write and with every chunk sendfile sends), so a reader that
-//     stopped cannot hold a file open, or an image in EVICTING, for long;
+//     every write and every chunk sendfile sends, and, for a body over
+//     64 KiB, when the client has ACKed data since it was last set), so
+//     a reader that stopped cannot hold a file open, or an image in
+//     EVICTING, for long;
 //   - ReadHeaderTimeout for a request head, IdleTimeout between requests,
 //     and request heads of at most 64 KiB (431 beyond), so that a head
 //     costs bounded memory whatever the number of connections;
