@@ -33,6 +33,9 @@ With no config file and no flags it starts with its embedded defaults: data in
 /var/lib/siteboot as root (./siteboot-data otherwise), the admin socket inside
 it, HTTP on :8080, a single-voter raft that holds the boot lease.
 
+It runs with two Go processors per CPU (GOMAXPROCS), so that DHCP and TFTP
+answers do not wait behind long sendfile calls; set GOMAXPROCS to choose.
+
 Configuration comes from the YAML file (--config), then SITEBOOT_* environment
 variables, then flags; each overrides the one before. Keys:
 
@@ -61,6 +64,10 @@ variables, then flags; each overrides the one before. Keys:
 			m := manager{watchdog: wd}
 			if n != nil {
 				m.notify = n
+			}
+			if from, to := raiseProcs(getenv); to != from {
+				log.Info("scheduler: Go processors raised for latency under load (set GOMAXPROCS to choose)",
+					"gomaxprocs", to, "cpus", from)
 			}
 			return serveManaged(cmd.Context(), cfg, log, m)
 		},

@@ -18,6 +18,13 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// bulkLoopCount is how many bulk loops a Server has: one per processor
+// the runtime chose at start, that is one per CPU (or per CPU of the
+// container's quota). It is read before main runs, so a program that
+// raises GOMAXPROCS afterwards, as siteboot serve does, does not raise it:
+// more loops than CPUs would only compete for them.
+var bulkLoopCount = runtime.GOMAXPROCS(0)
+
 // Defaults for Config's zero values.
 const (
 	DefaultReadHeaderTimeout = 10 * time.Second
@@ -101,7 +108,7 @@ func New(cfg Config) (*Server, error) {
 		cfg.UnsentBudget = unsentBudget(string(tcpMem))
 	}
 	s := &Server{cfg: cfg, log: cfg.Logger, base: time.Now(), unsent: cfg.UnsentBudget,
-		bulk: newBulkLoops(runtime.GOMAXPROCS(0), cfg.ProgressTimeout)}
+		bulk: newBulkLoops(bulkLoopCount, cfg.ProgressTimeout)}
 	s.lastWarn.Store(-int64(refusalWarnEvery))
 	opts := func(name, help string) prometheus.CounterOpts {
 		return prometheus.CounterOpts{Namespace: "siteboot", Subsystem: "http", Name: name, Help: help}
