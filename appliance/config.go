@@ -43,7 +43,7 @@ type Config struct {
 		Listen          string   `yaml:"listen" doc:"HTTP address: scripts, boot files, cache, /healthz, /readyz, /metrics"`
 		Advertise       string   `yaml:"advertise" doc:"base URL machines use to reach HTTP, at most 57 bytes (default: the address a request arrived at and http.listen's port; never the client's Host header)"`
 		MaxConnections  int      `yaml:"max_connections" doc:"open HTTP connections at most; more are answered 503 and closed at once (0: 4096, lowered to fit the file-descriptor limit at two per connection after 1024)"`
-		ProgressTimeout Duration `yaml:"progress_timeout" doc:"abort a response whose client accepts no byte for this long (a slow but moving one is not cut)"`
+		ProgressTimeout Duration `yaml:"progress_timeout" doc:"abort a response whose client takes no data for this long (up to twice this while its receive window still fills; a slow but moving one is not cut)"`
 	} `yaml:"http"`
 	DHCP struct {
 		Enabled     string   `yaml:"enabled" doc:"proxyDHCP on UDP 67 and 4011: auto (on; off with a warning when it cannot bind, e.g. not root), true (must run), false"`

@@ -279,7 +279,7 @@ func (l *bulkLoop) run(epfd, evfd int, started chan<- struct{}) {
 					// The socket took nothing for a timeout: a client
 					// still ACKing is slow, not stalled (conn.ackedSince).
 					a := info.acked(j.sock)
-					if j.ackWatch && a > j.acked {
+					if j.ackWatch && a >= j.acked+minAckProgress {
 						j.acked, j.last = a, now
 						continue
 					}

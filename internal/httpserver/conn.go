@@ -142,27 +142,37 @@ func (c *conn) startBody(n int64) {
 	_ = c.raw.Control(c.setLowat)
 }
 
-// ackedSince reports whether the client ACKed data since the body began
-// or this last said so, after a write's progress deadline passed, and
+// ackedSince reports whether the client ACKed at least minAckProgress
+// since the body began or this last said so, after a write's progress deadline passed, and
 // then moves the deadline on. The deadline marks how long the socket took
 // no more data; a socket holds up to half its unsent budget more before
 // it takes any (TCP_NOTSENT_LOWAT wakes a writer only below half the
 // mark), so a client reading slower than that drains, tens of KB/s with a
 // 4 MiB budget and a 30 s timeout, would be cut while it reads. Its ACKs
 // show it is not stalled; a client that stops reading stops ACKing once
-// its window closes, and is cut one timeout later. A deadline a caller set
+// its window closes, and is cut within two timeouts of its last read (at
+// the first its window may still have been filling). A deadline a caller set
 // (not the progress deadline) is never moved.
 func (c *conn) ackedSince(err error) bool {
 	if !c.ackWatch || !errors.Is(err, os.ErrDeadlineExceeded) || c.deadline.Load() == 0 {
 		return false
 	}
-	if c.raw.Control(c.readAcked) != nil || c.ackedNow <= c.acked {
+	if c.raw.Control(c.readAcked) != nil || c.ackedNow < c.acked+minAckProgress {
 		return false
 	}
 	c.acked = c.ackedNow
 	c.progress()
 	return true
 }
+
+// minAckProgress is the least a client must ACK between two looks for
+// its ACKs to count as progress: half the smallest unsent share, what the
+// socket itself shows of a client on a busy server. It rescues a reader
+// that a large share hides (up to 2 MiB per look at 4 MiB) and gives
+// nothing to one that trickles a segment per timeout, which would
+// otherwise hold a body, its file and an evicting image for as long as
+// the body lasts.
+const minAckProgress = minLowat / 2
 
 // rawWrite runs step in the socket's raw write, as long as the client
 // makes progress (ackedSince).
@@ -339,7 +349,7 @@ func (c *conn) SendFileAt(head []byte, f *os.File, off, n int64) (int64, error) 
 	}
 	c.more, c.moreErr = head, nil
 	c.progress()
-	err := c.raw.Write(c.moreStep)
+	err := c.rawWrite(c.moreStep) // a head behind a slow reader's unsent data waits as a body does
 	c.more = nil
 	switch {
 	case err != nil:

@@ -10,7 +10,8 @@
 //     no byte for ProgressTimeout is aborted and its connection closed,
 //     while one that is slow but moving is not (the deadline moves with
 //     every write and every chunk sendfile sends, and, for a body over
-//     64 KiB, when the client has ACKed data since it was last set), so
+//     64 KiB, when it passes and the client has ACKed 64 KiB more since
+//     the body began or the deadline last passed), so
 //     a reader that stopped cannot hold a file open, or an image in
 //     EVICTING, for long;
 //   - ReadHeaderTimeout for a request head, IdleTimeout between requests,

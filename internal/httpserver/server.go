@@ -20,7 +20,7 @@ import (
 
 // bulkLoopCount is how many bulk loops a Server has: one per processor
 // the runtime chose at start, that is one per CPU (or per CPU of the
-// container's quota). It is read before main runs, so a program that
+// container's quota), or GOMAXPROCS when the environment sets it. It is read before main runs, so a program that
 // raises GOMAXPROCS afterwards, as siteboot serve does, does not raise it:
 // more loops than CPUs would only compete for them.
 var bulkLoopCount = runtime.GOMAXPROCS(0)
