@@ -31,7 +31,8 @@ const (
 // unread while another core is free. They share the socket, not
 // SO_REUSEPORT sockets: Linux delivers a broadcast to every socket of a
 // reuseport group (it load-balances only unicast), so N sockets would
-// answer each DISCOVER N times. Bounded: 2× the cores, 4 to 16.
+// answer each DISCOVER N times. Bounded: 2× GOMAXPROCS (which siteboot
+// serve sets to 2× the CPUs, so 4 per CPU; measured so in the storm), 4 to 16.
 func readersPerConn() int {
 	return min(max(2*runtime.GOMAXPROCS(0), 4), 16)
 }

@@ -528,7 +528,7 @@ func (b *booter) download(ctx context.Context, u, sha string) error {
 
 func isHTTPURL(s string) bool {
 	u, err := url.Parse(s)
-	return err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != ""
+	return err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Hostname() != ""
 }
 
 // classify names a failure's reason for the summary: a few words that

@@ -17,9 +17,16 @@ import "runtime"
 const procsPerCPU = 2
 
 // serveProcs is the GOMAXPROCS serve sets: procsPerCPU per processor the
-// runtime chose, or 0 (leave it) when the operator chose with GOMAXPROCS.
-func serveProcs(getenv env, current int) int {
+// runtime chose, or 0 (leave it) when the operator chose with GOMAXPROCS
+// or a CPU quota bounds the runtime's choice (current below the CPUs the
+// process may run on): twice the quota's worth of running threads would
+// spend it early in each period and be throttled for the rest, and
+// setting GOMAXPROCS would stop the runtime following quota changes.
+func serveProcs(getenv env, current, cpus int) int {
 	if v, ok := getenv("GOMAXPROCS"); ok && v != "" {
+		return 0
+	}
+	if current < cpus {
 		return 0
 	}
 	return procsPerCPU * max(current, 1)
@@ -29,7 +36,7 @@ func serveProcs(getenv env, current int) int {
 func raiseProcs(getenv env) (from, to int) {
 	from = runtime.GOMAXPROCS(0)
 	to = from
-	if n := serveProcs(getenv, from); n > 0 {
+	if n := serveProcs(getenv, from, runtime.NumCPU()); n > 0 {
 		runtime.GOMAXPROCS(n)
 		to = n
 	}
