@@ -16,12 +16,7 @@ import (
 // asks for a small receive buffer, as any unprivileged client can.
 func tinyPair(t *testing.T, s *Server, mss, rcvbuf int) (*conn, net.Conn) {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	d := net.Dialer{Control: func(_, _ string, rc syscall.RawConn) error {
+	return pairDial(t, s, net.Dialer{Control: func(_, _ string, rc syscall.RawConn) error {
 		var serr error
 		if err := rc.Control(func(fd uintptr) {
 			if serr = unix.SetsockoptInt(int(fd), unix.IPPROTO_TCP, unix.TCP_MAXSEG, mss); serr != nil {
@@ -32,20 +27,7 @@ func tinyPair(t *testing.T, s *Server, mss, rcvbuf int) (*conn, net.Conn) {
 			return err
 		}
 		return serr
-	}}
-	client, err := d.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { client.Close() })
-	raw, err := ln.Accept()
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.open.Add(1)
-	c := newConn(raw, s)
-	t.Cleanup(func() { c.Close() })
-	return c, client
+	}})
 }
 
 // A client that reads a trickle (a few KiB per progress timeout, below

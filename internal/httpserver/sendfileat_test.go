@@ -51,12 +51,18 @@ func serverWithLoops(t *testing.T, timeout time.Duration, loops bool) *Server {
 // connection.
 func pair(t *testing.T, s *Server) (*conn, net.Conn) {
 	t.Helper()
+	return pairDial(t, s, net.Dialer{})
+}
+
+// pairDial is pair with the client's socket dialed by d.
+func pairDial(t *testing.T, s *Server, d net.Dialer) (*conn, net.Conn) {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer ln.Close()
-	client, err := net.Dial("tcp", ln.Addr().String())
+	client, err := d.Dial("tcp", ln.Addr().String())
 	if err != nil {
 		t.Fatal(err)
 	}
