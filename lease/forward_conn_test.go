@@ -85,7 +85,13 @@ func TestForwardRetriesOnceAtTheNewLeader(t *testing.T) {
 // dialForward opens a forward connection to n's raft port.
 func dialForward(t *testing.T, addr string) net.Conn {
 	t.Helper()
-	c, err := net.Dial("tcp", addr)
+	return dialForwardFrom(t, nil, addr)
+}
+
+// dialForwardFrom is dialForward from a chosen local address (nil: any).
+func dialForwardFrom(t *testing.T, local net.Addr, addr string) net.Conn {
+	t.Helper()
+	c, err := (&net.Dialer{LocalAddr: local}).Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -158,31 +164,39 @@ func TestForwardServerRefusals(t *testing.T) {
 }
 
 // TestForwardPerPeerLimit: a peer holds at most maxForwardPerPeer forward
-// connections; the next is told so and closed.
+// connections; the next is told so and closed. The test dials from
+// 127.0.0.2, an address no member uses: the followers (on 127.0.0.1) open
+// and close forward connections of their own, and counted under the same
+// host they made the count this test waits for move under it.
 func TestForwardPerPeerLimit(t *testing.T) {
 	ms := startMembers(t, 3)
 	leader, _ := leaderOf(t, ms)
-	var held []net.Conn
-	for range maxForwardPerPeer {
-		held = append(held, dialForward(t, leader.addr))
-	}
-	waitFor(t, func() bool {
+	const peer = "127.0.0.2"
+	from := &net.TCPAddr{IP: net.ParseIP(peer)}
+	fromPeer := func() int {
 		leader.node.fwd.mu.Lock()
 		defer leader.node.fwd.mu.Unlock()
-		return leader.node.fwd.total == maxForwardPerPeer
-	})
-	over := dialForward(t, leader.addr)
+		return leader.node.fwd.perPeer[peer]
+	}
+	var held []net.Conn
+	for range maxForwardPerPeer {
+		held = append(held, dialForwardFrom(t, from, leader.addr))
+	}
+	waitFor(t, func() bool { return fromPeer() == maxForwardPerPeer })
+	over := dialForwardFrom(t, from, leader.addr)
 	resp, err := readResponse(over)
 	if err != nil || resp.status != statusFailed || !bytes.Contains([]byte(resp.message), []byte("per peer")) {
 		t.Fatalf("connection past the limit: %+v, %v; want refused", resp, err)
 	}
 	// The held ones still serve.
 	body, _ := forwardRequest{op: opApply, timeout: time.Second, payload: []byte{0xff}}.encode()
-	if _, err := held[0].Write(body); err != nil {
-		t.Fatal(err)
-	}
-	if resp, err := readResponse(held[0]); err != nil || resp.status != statusFailed {
-		t.Fatalf("held connection: %+v, %v", resp, err)
+	for i, c := range held {
+		if _, err := c.Write(body); err != nil {
+			t.Fatal(err)
+		}
+		if resp, err := readResponse(c); err != nil || resp.status != statusFailed || bytes.Contains([]byte(resp.message), []byte("per peer")) {
+			t.Fatalf("held connection %d: %+v, %v; want the request refused, not the connection", i, resp, err)
+		}
 	}
 	for _, c := range held {
 		c.Close()
@@ -190,7 +204,8 @@ func TestForwardPerPeerLimit(t *testing.T) {
 	waitFor(t, func() bool {
 		leader.node.fwd.mu.Lock()
 		defer leader.node.fwd.mu.Unlock()
-		return leader.node.fwd.total == 0 && len(leader.node.fwd.perPeer) == 0
+		_, left := leader.node.fwd.perPeer[peer]
+		return !left
 	})
 }
 
