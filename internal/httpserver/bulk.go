@@ -278,10 +278,11 @@ func (l *bulkLoop) run(epfd, evfd int, started chan<- struct{}) {
 				case l.b.timeout > 0 && now.Sub(j.last) >= l.b.timeout:
 					// The socket took nothing for a timeout: a client
 					// still ACKing is slow, not stalled (conn.ackedSince).
-					a := info.acked(j.sock)
-					if j.ackWatch && a >= j.acked+minAckProgress {
-						j.acked, j.last = a, now
-						continue
+					if j.ackWatch {
+						if a := info.acked(j.sock); a >= j.acked+minAckProgress {
+							j.acked, j.last = a, now
+							continue
+						}
 					}
 					l.finish(jobs, j, os.ErrDeadlineExceeded)
 				}

@@ -80,14 +80,73 @@ func TestSendFileAtBoundsUnsent(t *testing.T) {
 	if got := lowat(); got != before {
 		t.Errorf("after a 4 KiB body TCP_NOTSENT_LOWAT = %d, want the socket's default %d", got, before)
 	}
+	// The share, unless the client's window was small when the body
+	// began (lowatUnder; a fresh loopback connection's window opens small
+	// and grows as the client reads).
 	s.open.Store(100) // 64 MiB over 100 connections: 512 KiB each
 	send(1 << 20)
-	if got := lowat(); got != 512<<10 {
-		t.Errorf("after a 1 MiB body with 100 open TCP_NOTSENT_LOWAT = %d, want %d", got, 512<<10)
+	if got, want := lowat(), lowatUnder(512<<10, c.info.sndWnd()); got != want {
+		t.Errorf("after a 1 MiB body with 100 open TCP_NOTSENT_LOWAT = %d, want %d (window %d)", got, want, c.info.sndWnd())
 	}
 	s.open.Store(400) // 160 KiB each, down to 128 KiB
 	send(1 << 20)
 	if got := lowat(); got != 128<<10 {
 		t.Errorf("after a 1 MiB body with 400 open TCP_NOTSENT_LOWAT = %d, want %d", got, 128<<10)
+	}
+}
+
+func TestLowatUnder(t *testing.T) {
+	for _, tc := range []struct {
+		share int
+		wnd   uint32
+		want  int
+	}{
+		{512 << 10, 0, 512 << 10},             // the kernel does not say
+		{512 << 10, 256 << 10, 128 << 10},     // iPXE's fixed window
+		{512 << 10, 400 << 10, 128 << 10},     // half of it, rounded down
+		{512 << 10, 600 << 10, 256 << 10},     //
+		{256 << 10, 600 << 10, 256 << 10},     // the share is under half the window
+		{512 << 10, 64 << 10, minLowat},       // never under minLowat
+		{4 << 20, fixedWindow - 1, 256 << 10}, // still small: capped
+		{4 << 20, fixedWindow, 4 << 20},       // grown: the share
+		{maxLowat, 6 << 20, maxLowat},         // an autotuned window
+		{minLowat, 128 << 10, minLowat},       //
+	} {
+		if got := lowatUnder(tc.share, tc.wnd); got != tc.want {
+			t.Errorf("lowatUnder(%d, %d) = %d, want %d", tc.share, tc.wnd, got, tc.want)
+		}
+	}
+}
+
+// A client with a fixed 256 KiB receive buffer (iPXE's) gets at most half
+// its window unsent, not the whole share: what the window cannot take
+// would only wait in the socket.
+func TestSendFileAtCapsUnsentAtSmallWindow(t *testing.T) {
+	s, err := New(Config{ProgressTimeout: time.Minute, UnsentBudget: 64 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.open.Store(100) // 512 KiB each
+	f, _ := patterned(t, 2<<20)
+	c, client := tinyPair(t, s, 1460, 256<<10)
+	done := make(chan struct{})
+	go func() { _, _ = io.CopyN(io.Discard, client, 10+1<<20); close(done) }()
+	if _, err := c.SendFileAt([]byte("head: 10\r\n"), f, 0, 1<<20); err != nil {
+		t.Fatal(err)
+	}
+	<-done
+	var lowat int
+	var serr error
+	if err := c.raw.Control(func(fd uintptr) {
+		lowat, serr = unix.GetsockoptInt(int(fd), unix.IPPROTO_TCP, unix.TCP_NOTSENT_LOWAT)
+	}); err != nil || serr != nil {
+		t.Fatal(err, serr)
+	}
+	wnd := c.info.sndWnd()
+	if wnd == 0 {
+		t.Skip("this kernel does not report the peer's window (tcpi_snd_wnd)")
+	}
+	if want := lowatUnder(512<<10, wnd); lowat != want || want >= 512<<10 {
+		t.Errorf("TCP_NOTSENT_LOWAT = %d with the client's window at %d, want %d, under the 512 KiB share", lowat, wnd, want)
 	}
 }
