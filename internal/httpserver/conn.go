@@ -118,7 +118,11 @@ func (t *tcpInfo) acked(fd int) uint64 {
 	t.n = uint32(unsafe.Sizeof(t.buf))
 	_, _, e := unix.Syscall6(unix.SYS_GETSOCKOPT, uintptr(fd), unix.IPPROTO_TCP, unix.TCP_INFO,
 		uintptr(unsafe.Pointer(&t.buf)), uintptr(unsafe.Pointer(&t.n)), 0)
-	if e != 0 || uintptr(t.n) < unsafe.Offsetof(t.buf.Bytes_acked)+unsafe.Sizeof(t.buf.Bytes_acked) {
+	if e != 0 {
+		t.n = 0 // sndWnd must not report an earlier read's window
+		return 0
+	}
+	if uintptr(t.n) < unsafe.Offsetof(t.buf.Bytes_acked)+unsafe.Sizeof(t.buf.Bytes_acked) {
 		return 0
 	}
 	return t.buf.Bytes_acked
@@ -126,7 +130,8 @@ func (t *tcpInfo) acked(fd int) uint64 {
 
 // sndWnd is the receive window the peer advertised, as the last acked
 // read it; 0 where the kernel does not say (an older kernel, whose
-// tcp_info ends before it): lowatUnder then leaves the share alone.
+// tcp_info ends before it) or the read failed: lowatUnder then leaves the
+// share alone.
 func (t *tcpInfo) sndWnd() uint32 {
 	if uintptr(t.n) < unsafe.Offsetof(t.buf.Snd_wnd)+unsafe.Sizeof(t.buf.Snd_wnd) {
 		return 0
@@ -134,33 +139,37 @@ func (t *tcpInfo) sndWnd() uint32 {
 	return t.buf.Snd_wnd
 }
 
-// lowatUnder is share, capped for a client whose receive window (wnd;
-// 0: unknown) stays small: under fixedWindow, at half the window, rounded
-// down to a power of two and never under minLowat.
+// lowatUnder is share, capped for a client whose receive window (wnd) is
+// between minLowat and fixedWindow when a body begins: at half the window,
+// rounded down to a power of two, and never under minLowat.
 //
 // Unsent data the window cannot take waits in the socket. iPXE's window is
 // a fixed 256 KiB, so in a boot storm of 500 machines a 512 KiB share held
-// twice what one window lets out, in each socket; capped at 128 KiB, the
-// storm finished about 5 % sooner (BENCHMARKS.md, section G), in CPU the
-// kernel no longer spent on the larger send queues. A client whose window
-// autotunes past fixedWindow (Linux, UEFI HTTP boot, wrk) keeps its share,
-// which a fast reader needs: the cap is looked at again for each body.
+// twice what one window lets out, in each socket. Capped at 128 KiB, such
+// storms finished about 4 % sooner in A/B runs (median of 14 pairs,
+// BENCHMARKS.md section G, "Half a small window"), with less TCP memory.
+// Outside that range the share stands: a window of 0 or one the kernel
+// does not report, a tiny window (a client that slow would otherwise have
+// to drain 64 KiB per progress timeout, where its whole body used to fit
+// the share), and a window grown past fixedWindow. An autotuning client's
+// first body may be capped, its window still small; autotuned storms
+// measured no different.
 func lowatUnder(share int, wnd uint32) int {
-	if wnd == 0 || wnd >= fixedWindow || int(wnd/2) >= share {
+	if wnd < minLowat || wnd >= fixedWindow || int(wnd/2) >= share {
 		return share
 	}
 	return max(1<<(bits.Len32(wnd/2)-1), minLowat)
 }
 
-// fixedWindow is the receive window under which lowatUnder caps a
-// connection's unsent share. A client that autotunes opens under it too,
-// so its first body may be capped; its window has grown by the next.
+// fixedWindow is the receive window from which lowatUnder leaves a
+// connection's unsent share alone.
 const fixedWindow = 1 << 20
 
 // startBody readies the socket for a body of n bytes, in one raw Control
 // call: it notes what the client has ACKed so far, for ackedSince, and it
 // caps the data the socket may hold unsent: the server's unsent budget
-// shared among its open connections (Server.lowatFor). Without a cap the
+// shared among its open connections (Server.lowatFor), and no more than
+// half a small receive window (lowatUnder). Without a cap the
 // kernel lets each socket queue up to its autotuned send buffer (4 MiB by
 // default) while the peer's window lets out a little at a time; in a boot
 // storm a thousand kernel and initrd downloads queued megabytes each, the

@@ -54,7 +54,9 @@ func TestSendFileAtBoundsUnsent(t *testing.T) {
 		t.Fatal(err)
 	}
 	f, _ := patterned(t, 2<<20)
-	c, client := pair(t, s)
+	// A client whose window stays under minLowat: the share alone counts
+	// (lowatUnder), whatever the window when a body begins.
+	c, client := tinyPair(t, s, 1460, 4096)
 	lowat := func() int {
 		t.Helper()
 		var v int
@@ -80,13 +82,10 @@ func TestSendFileAtBoundsUnsent(t *testing.T) {
 	if got := lowat(); got != before {
 		t.Errorf("after a 4 KiB body TCP_NOTSENT_LOWAT = %d, want the socket's default %d", got, before)
 	}
-	// The share, unless the client's window was small when the body
-	// began (lowatUnder; a fresh loopback connection's window opens small
-	// and grows as the client reads).
 	s.open.Store(100) // 64 MiB over 100 connections: 512 KiB each
 	send(1 << 20)
-	if got, want := lowat(), lowatUnder(512<<10, c.info.sndWnd()); got != want {
-		t.Errorf("after a 1 MiB body with 100 open TCP_NOTSENT_LOWAT = %d, want %d (window %d)", got, want, c.info.sndWnd())
+	if got := lowat(); got != 512<<10 {
+		t.Errorf("after a 1 MiB body with 100 open TCP_NOTSENT_LOWAT = %d, want %d", got, 512<<10)
 	}
 	s.open.Store(400) // 160 KiB each, down to 128 KiB
 	send(1 << 20)
@@ -101,16 +100,21 @@ func TestLowatUnder(t *testing.T) {
 		wnd   uint32
 		want  int
 	}{
-		{512 << 10, 0, 512 << 10},             // the kernel does not say
+		{512 << 10, 0, 512 << 10},             // unknown (or a zero window)
+		{512 << 10, 1, 512 << 10},             // a stranger's 1-byte window: no cap, no shift by -1
+		{512 << 10, 2, 512 << 10},             //
+		{512 << 10, 4096, 512 << 10},          // a tiny window: the share, as before the cap
+		{512 << 10, minLowat - 1, 512 << 10},  //
+		{512 << 10, minLowat, minLowat},       // the smallest capped
 		{512 << 10, 256 << 10, 128 << 10},     // iPXE's fixed window
 		{512 << 10, 400 << 10, 128 << 10},     // half of it, rounded down
 		{512 << 10, 600 << 10, 256 << 10},     //
 		{256 << 10, 600 << 10, 256 << 10},     // the share is under half the window
-		{512 << 10, 64 << 10, minLowat},       // never under minLowat
 		{4 << 20, fixedWindow - 1, 256 << 10}, // still small: capped
 		{4 << 20, fixedWindow, 4 << 20},       // grown: the share
 		{maxLowat, 6 << 20, maxLowat},         // an autotuned window
 		{minLowat, 128 << 10, minLowat},       //
+		{1, 1, 1},                             // a cap never raises a share
 	} {
 		if got := lowatUnder(tc.share, tc.wnd); got != tc.want {
 			t.Errorf("lowatUnder(%d, %d) = %d, want %d", tc.share, tc.wnd, got, tc.want)
@@ -146,7 +150,10 @@ func TestSendFileAtCapsUnsentAtSmallWindow(t *testing.T) {
 	if wnd == 0 {
 		t.Skip("this kernel does not report the peer's window (tcpi_snd_wnd)")
 	}
-	if want := lowatUnder(512<<10, wnd); lowat != want || want >= 512<<10 {
-		t.Errorf("TCP_NOTSENT_LOWAT = %d with the client's window at %d, want %d, under the 512 KiB share", lowat, wnd, want)
+	if wnd < minLowat || wnd >= fixedWindow {
+		t.Fatalf("the client's window was %d when the body began, want one between %d and %d for this test", wnd, minLowat, fixedWindow)
+	}
+	if lowat != 128<<10 {
+		t.Errorf("TCP_NOTSENT_LOWAT = %d with the client's window at %d, want 128 KiB, not the 512 KiB share", lowat, wnd)
 	}
 }
