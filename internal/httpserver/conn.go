@@ -105,7 +105,8 @@ func newConn(c net.Conn, s *Server) *conn {
 	return pc
 }
 
-// tcpInfo reads a socket's tcpi_bytes_acked into a buffer of its own.
+// tcpInfo reads a socket's tcp_info into a buffer of its own: acked
+// reads it, sndWnd reports the window that read saw.
 type tcpInfo struct {
 	buf unix.TCPInfo
 	n   uint32
@@ -141,24 +142,26 @@ func (t *tcpInfo) sndWnd() uint32 {
 
 // lowatUnder is share, capped for a client whose receive window (wnd) is
 // between minLowat and fixedWindow when a body begins: at half the window,
-// rounded down to a power of two, and never under minLowat.
+// rounded down to a power of two, and never under minLowat (so a window of
+// 128 to 256 KiB gets 128 KiB); never more than share.
 //
 // Unsent data the window cannot take waits in the socket. iPXE's window is
 // a fixed 256 KiB, so in a boot storm of 500 machines a 512 KiB share held
-// twice what one window lets out, in each socket. Capped at 128 KiB, such
-// storms finished about 4 % sooner in A/B runs (median of 14 pairs,
-// BENCHMARKS.md section G, "Half a small window"), with less TCP memory.
+// twice what one window lets out, in each socket. With 128 KiB per socket
+// such storms finished sooner in 12 of 16 A/B pairs, median 0.955, less
+// than this VM's spread from one round to the next, and with less TCP
+// memory (BENCHMARKS.md, "Where the CPU goes, and half a small window").
 // Outside that range the share stands: a window of 0 or one the kernel
-// does not report, a tiny window (a client that slow would otherwise have
+// does not report; a tiny window (a client that slow would otherwise have
 // to drain 64 KiB per progress timeout, where its whole body used to fit
-// the share), and a window grown past fixedWindow. An autotuning client's
-// first body may be capped, its window still small; autotuned storms
-// measured no different.
+// the share); a window grown past fixedWindow. A Linux client opens at
+// 64 KiB, so its first body keeps the share; a later one may be capped
+// while its window grows (autotuned storms measured no different).
 func lowatUnder(share int, wnd uint32) int {
 	if wnd < minLowat || wnd >= fixedWindow || int(wnd/2) >= share {
 		return share
 	}
-	return max(1<<(bits.Len32(wnd/2)-1), minLowat)
+	return min(share, max(1<<(bits.Len32(wnd/2)-1), minLowat))
 }
 
 // fixedWindow is the receive window from which lowatUnder leaves a

@@ -114,7 +114,8 @@ func TestLowatUnder(t *testing.T) {
 		{4 << 20, fixedWindow, 4 << 20},       // grown: the share
 		{maxLowat, 6 << 20, maxLowat},         // an autotuned window
 		{minLowat, 128 << 10, minLowat},       //
-		{1, 1, 1},                             // a cap never raises a share
+		{1, 1, 1},                             // tiny: the share
+		{100 << 10, 150 << 10, 100 << 10},     // capped, but never above the share
 	} {
 		if got := lowatUnder(tc.share, tc.wnd); got != tc.want {
 			t.Errorf("lowatUnder(%d, %d) = %d, want %d", tc.share, tc.wnd, got, tc.want)
@@ -155,5 +156,26 @@ func TestSendFileAtCapsUnsentAtSmallWindow(t *testing.T) {
 	}
 	if lowat != 128<<10 {
 		t.Errorf("TCP_NOTSENT_LOWAT = %d with the client's window at %d, want 128 KiB, not the 512 KiB share", lowat, wnd)
+	}
+}
+
+// A tcp_info read that fails reports no window, not the one an earlier
+// read saw: the share then stands.
+func TestFailedTCPInfoReportsNoWindow(t *testing.T) {
+	s, err := New(Config{ProgressTimeout: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, _ := pair(t, s)
+	var info tcpInfo
+	if err := c.raw.Control(func(fd uintptr) { info.acked(int(fd)) }); err != nil {
+		t.Fatal(err)
+	}
+	if info.sndWnd() == 0 {
+		t.Skip("this kernel does not report the peer's window (tcpi_snd_wnd)")
+	}
+	info.acked(-1) // EBADF
+	if w := info.sndWnd(); w != 0 {
+		t.Errorf("after a failed read sndWnd() = %d, want 0", w)
 	}
 }
