@@ -16,27 +16,50 @@ import (
 func netasciiReader(r io.Reader) io.Reader { return netascii.ToReader(r) }
 
 // sender sends one file in windows of DATA blocks (RFC 7440; a window of
-// one is RFC 1350's lock step): up to window blocks from the first one not
-// acknowledged, then it waits. An ACK of any block of the window
-// acknowledges it and every block before it, and the next window starts
-// right after it, so a client that missed a block gets it again at once.
-// A client that missed the window's first block acknowledges the block
-// before the window again (RFC 7440 §4; edk2 does so for every block that
-// is not the one it expects): the window is sent again at once, once per
-// window. The repeats a client sends for the blocks it got after a gap in
-// the window before are expected and skipped first. Every other ACK of a
-// block already acknowledged is ignored (sending again on each is the
-// Sorcerer's Apprentice bug), and in lock step (a window of one) all are,
-// as RFC 1350 servers do. Without such an ACK the window is sent again after
-// each Timeout, up to Retries sends in all. Datagrams from any other
-// address or port than the client's are ignored.
+// one is RFC 1350's lock step): it keeps up to window blocks from the
+// first one not acknowledged in flight, then it waits. An ACK of any block
+// sent acknowledges it and every block before it.
+//
+// The client it is written for is edk2's, and every client that keeps
+// only the block it expects: it acknowledges each window blocks it takes
+// in order, counted from its last ACK, and on any block it did not expect
+// (a later one after a gap, or one it already has) it acknowledges the
+// last block it has again and counts from there. So an ACK of the window
+// block after the client's last ACK is a window taken in order: the
+// blocks in flight after it are on their way, and only the blocks it lets
+// into the window are sent. Any other ACK (one within the window, or a
+// repeat of the block before it) says the client got a block it did not
+// expect. When that block was a copy of one it had (an echo of a block
+// sent twice), nothing was lost; otherwise the client lacks the first
+// block not acknowledged and threw away what came after it, and
+// everything not acknowledged is sent again at once, not after Timeout.
+//
+// The sender cannot tell the two apart by the ACK, so it counts: every
+// block it sends again may bring one such ACK (an echo, or the repeat of a
+// block after the gap), and that many are taken as such before one sends
+// again. When the client then takes blocks of what was sent again in
+// order, their copies are sure to come back as echoes, and the count is
+// at least that many; once it takes, in order, a block sent after the
+// last send again, every copy has arrived and the count is dropped.
+// Without it a network that reorders or duplicates (or a window sent
+// again after Timeout) makes the client repeat an ACK for each copy, each
+// repeat would send the window again, its copies would make more repeats,
+// and one late datagram would send the rest of the transfer four to seven
+// times (TestWindowUnreliableNetwork).
+//
+// In lock step (a window of one) every repeat is ignored, as RFC 1350
+// servers do (sending again on each is the Sorcerer's Apprentice bug).
+// Without an ACK that moves the window, everything not acknowledged is
+// sent again after each Timeout, up to Retries sends in all. ACKs of
+// blocks already acknowledged or not sent yet, and datagrams from any
+// other address or port than the client's, are ignored.
 type sender struct {
 	conn    *net.UDPConn
 	to      *net.UDPAddr
 	timeout time.Duration
 	retries int
 	blksize int
-	window  int    // DATA packets sent before waiting for an ACK
+	window  int    // DATA packets in flight before waiting for an ACK
 	confirm func() // called on the client's first acknowledgement
 
 	sent, acked int   // datagrams sent, ACKs that moved the transfer on: for the log line
@@ -48,23 +71,36 @@ type sender struct {
 var errQuiet = &net.OpError{Op: "read", Net: "udp", Err: os.ErrDeadlineExceeded}
 
 // run sends the OACK (if oack is not nil) and then the file. It stops
-// before the next window once done is closed, telling the client.
+// at the next ACK once done is closed, telling the client.
 func (x *sender) run(done <-chan struct{}, r io.Reader, oack []string) (int64, error) {
+	echoes := 0 // ACKs out of order still to be taken as echoes or repeats
 	if oack != nil {
-		if _, err := x.exchange([][]byte{oackPacket(oack)}, 0, false, 0); err != nil {
+		sends, err := x.sendOACK(oackPacket(oack))
+		if err != nil {
 			return 0, err
 		}
+		echoes = sends - 1 // each OACK after the first may bring another ACK 0
 	}
 	// Block b (counted from 1, without wrapping) is read into slot
 	// b%window of buf and kept in win until the client acknowledges it:
 	// the only copy of the file a transfer holds.
 	slot := 4 + x.blksize
 	buf := make([]byte, x.window*slot)
-	win := make([][]byte, 0, x.window)
+	win := make([][]byte, 0, x.window) // blocks base, base+1, ...
 	var n int64
-	eof := false // the last block, shorter than blksize, has been read
-	repeats := 0 // ACKs of base-1 still expected for blocks after a gap
-	for base := 1; ; {
+	eof := false  // the last block, shorter than blksize, has been read
+	base := 1     // the first block not acknowledged
+	inFlight := 0 // win[:inFlight] are sent
+	mark := 0     // the client's last ACK: it counts its window from there
+	again := 0    // the last block of the last send again
+	resent := 0   // how many blocks that sent again, up to again
+	tries := 1    // sends of what is in flight without an ACK that moved it
+	moved := true // the window moved since a repeat last sent it again
+	sendAgain := func() {
+		again, resent, inFlight = base+inFlight-1, inFlight, 0
+		echoes = min(echoes+resent, 2*x.window)
+	}
+	for {
 		select {
 		case <-done:
 			x.abort(errStopping)
@@ -85,72 +121,125 @@ func (x *sender) run(done <-chan struct{}, r io.Reader, oack []string) (int64, e
 			win = append(win, p[:4+l])
 			eof = l < x.blksize
 		}
-		k, err := x.exchange(win, uint16(base), true, repeats)
+		if len(win) == 0 {
+			return n, nil // the last block is acknowledged
+		}
+		if inFlight < len(win) {
+			if err := x.send(win[inFlight:]); err != nil {
+				return n, err
+			}
+			inFlight = len(win)
+			if err := x.deadline(); err != nil {
+				return n, err
+			}
+		}
+		a, err := x.next()
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			if tries++; tries > x.retries {
+				return n, errQuiet
+			}
+			sendAgain() // the client may have had all of it
+			continue
+		}
 		if err != nil {
 			return n, err
 		}
-		// An ACK within the window says the client missed block base+k;
-		// edk2 acknowledges base+k-1 again for each later block of this
-		// window it gets.
-		repeats = len(win) - k - 1
-		for _, p := range win[:k] {
-			n += int64(len(p) - 4)
+		// Place the ACK by its distance from the block before base,
+		// modulo 2^16: 0 is a repeat of it, 1..inFlight moves the window,
+		// anything else (older, or not sent yet) is ignored.
+		d := int(a - uint16(base-1))
+		if d > inFlight || (d == 0 && x.window == 1) {
+			continue
 		}
-		base += k
-		win = append(win[:0], win[k:]...)
-		if eof && len(win) == 0 {
-			return n, nil
-		}
-	}
-}
-
-// exchange sends pkts, the packets of blocks first, first+1 and on (the
-// OACK is block 0), until the client acknowledges one of them, and
-// returns how many of them that acknowledges. data says pkts is a window
-// of DATA, not the OACK; the first skip ACKs of first-1 are the client's
-// repeats for an earlier gap.
-func (x *sender) exchange(pkts [][]byte, first uint16, data bool, skip int) (int, error) {
-	// A repeated ACK of first-1 beyond skip sends the window again at
-	// once, once: it does not count as one of Retries.
-	missed := data && x.window > 1
-	for try := 0; try < x.retries; try++ {
-		for _, p := range pkts {
-			if _, err := x.conn.WriteToUDP(p, x.to); err != nil {
-				return 0, err
-			}
-			x.sent++
-		}
-		k, err := x.await(first, len(pkts), missed, &skip)
-		switch {
-		case err == nil:
+		inOrder := base-1+d == mark+x.window // a window taken in order
+		mark = base - 1 + d
+		if d > 0 {
 			if x.acked++; x.acked == 1 && x.confirm != nil {
 				x.confirm()
 			}
-			return k, nil
-		case err == errMissedFirst:
-			missed, try = false, try-1
-		case !errors.Is(err, os.ErrDeadlineExceeded):
-			return 0, err
+			for _, p := range win[:d] {
+				n += int64(len(p) - 4)
+			}
+			base += d
+			win = append(win[:0], win[d:]...)
+			inFlight -= d
+			tries, moved = 1, true
+			if err := x.deadline(); err != nil {
+				return n, err
+			}
+			switch k := base - 1; {
+			case inOrder && k > again:
+				echoes = 0 // the copies, sent before block k, have all arrived
+			case inOrder:
+				// The client took the first sends of the blocks up to k
+				// in order: each of their copies will be an echo.
+				echoes = max(echoes, resent-(again-k))
+			}
+		}
+		switch {
+		case inFlight == 0 || inOrder:
+			// Nothing lost: the blocks in flight are on their way.
+		case echoes > 0:
+			echoes--
+		case d == 0 && !moved:
+			// A repeat, and the window was sent again on one already:
+			// whatever a client repeats, the window goes again at most
+			// once per ACK that moves it (or per Timeout).
+		default:
+			moved = d > 0
+			sendAgain() // the client lacks block base
 		}
 	}
-	return 0, errQuiet
 }
 
-// errMissedFirst is an ACK of the block before the window: the client
-// missed the window's first block.
-var errMissedFirst = errors.New("client missed the window's first block")
-
-// await reads until an ACK of one of the count blocks from first on, an
-// ERROR from the client or the timeout, and returns how many of the count
-// blocks the ACK acknowledges. Block numbers wrap, so an ACK is placed by
-// its distance ahead of first modulo 2^16: an ACK of first-1 or of a block
-// before it comes out near 65535, far beyond count (at most 64). With
-// missed, an ACK of first-1 is errMissedFirst once *skip of them have
-// been counted down.
-func (x *sender) await(first uint16, count int, missed bool, skip *int) (int, error) {
-	if err := x.conn.SetReadDeadline(time.Now().Add(x.timeout)); err != nil {
-		return 0, err
+// sendOACK sends the OACK until the client acknowledges it (ACK 0), up to
+// Retries times, and reports how many times it went.
+func (x *sender) sendOACK(oack []byte) (int, error) {
+	for try := 1; try <= x.retries; try++ {
+		if err := x.send([][]byte{oack}); err != nil {
+			return try, err
+		}
+		if err := x.deadline(); err != nil {
+			return try, err
+		}
+		for {
+			a, err := x.next()
+			if errors.Is(err, os.ErrDeadlineExceeded) {
+				break
+			}
+			if err != nil {
+				return try, err
+			}
+			if a == 0 {
+				if x.acked++; x.acked == 1 && x.confirm != nil {
+					x.confirm()
+				}
+				return try, nil
+			}
+		}
 	}
+	return x.retries, errQuiet
+}
+
+// send writes pkts to the client, counting them.
+func (x *sender) send(pkts [][]byte) error {
+	for _, p := range pkts {
+		if _, err := x.conn.WriteToUDP(p, x.to); err != nil {
+			return err
+		}
+		x.sent++
+	}
+	return nil
+}
+
+// deadline gives the client Timeout from now to acknowledge something.
+func (x *sender) deadline() error {
+	return x.conn.SetReadDeadline(time.Now().Add(x.timeout))
+}
+
+// next reads until an ACK or an ERROR from the client, or the deadline,
+// and returns the ACK's block number.
+func (x *sender) next() (uint16, error) {
 	for {
 		n, from, err := x.conn.ReadFromUDP(x.rbuf[:])
 		if err != nil {
@@ -161,17 +250,7 @@ func (x *sender) await(first uint16, count int, missed bool, skip *int) (int, er
 		}
 		switch binary.BigEndian.Uint16(x.rbuf[:]) {
 		case opACK:
-			i := binary.BigEndian.Uint16(x.rbuf[2:]) - first
-			if int(i) < count {
-				return int(i) + 1, nil
-			}
-			if missed && i == 0xffff {
-				if *skip > 0 {
-					*skip--
-					continue
-				}
-				return 0, errMissedFirst
-			}
+			return binary.BigEndian.Uint16(x.rbuf[2:]), nil
 		case opERROR:
 			return 0, parseClientError(x.rbuf[:n])
 		}
