@@ -37,15 +37,18 @@ func netasciiReader(r io.Reader) io.Reader { return netascii.ToReader(r) }
 // The sender cannot tell the two apart by the ACK, so it counts: every
 // block it sends again may bring one such ACK (an echo, or the repeat of a
 // block after the gap), and that many are taken as such before one sends
-// again. When the client then takes blocks of what was sent again in
-// order, their copies are sure to come back as echoes, and the count is
-// at least that many; once it takes, in order, a block sent after the
-// last send again, every copy has arrived and the count is dropped.
-// Without it a network that reorders or duplicates (or a window sent
-// again after Timeout) makes the client repeat an ACK for each copy, each
-// repeat would send the window again, its copies would make more repeats,
-// and one late datagram would send the rest of the transfer four to seven
-// times (TestWindowUnreliableNetwork).
+// again. When the client then takes blocks up to the last one sent again
+// in order, the sender takes it that the first sends got through and the
+// count is at least the copies of those blocks, which will come back as
+// echoes; once the client takes, in order, a block sent after the last
+// send again, every copy has arrived and the count is dropped. Without
+// the count a network that reorders or duplicates (or a window sent again
+// after Timeout) makes the client repeat an ACK for each copy, each repeat
+// would send the window again, its copies would make more repeats, and one
+// late datagram would send the rest of the transfer four to seven times
+// (TestWindowUnreliableNetwork). Its price: when the first sends did not
+// get through (a block lost, and the client took the copies), a block
+// lost in the next window is sent again after Timeout, not at once.
 //
 // In lock step (a window of one) every repeat is ignored, as RFC 1350
 // servers do (sending again on each is the Sorcerer's Apprentice bug).
@@ -91,7 +94,6 @@ func (x *sender) run(done <-chan struct{}, r io.Reader, oack []string) (int64, e
 	eof := false  // the last block, shorter than blksize, has been read
 	base := 1     // the first block not acknowledged
 	inFlight := 0 // win[:inFlight] are sent
-	mark := 0     // the client's last ACK: it counts its window from there
 	again := 0    // the last block of the last send again
 	resent := 0   // how many blocks that sent again, up to again
 	tries := 1    // sends of what is in flight without an ACK that moved it
@@ -151,8 +153,9 @@ func (x *sender) run(done <-chan struct{}, r io.Reader, oack []string) (int64, e
 		if d > inFlight || (d == 0 && x.window == 1) {
 			continue
 		}
-		inOrder := base-1+d == mark+x.window // a window taken in order
-		mark = base - 1 + d
+		// The client counts its window from its last ACK, which is
+		// base-1: an ACK a window further on is a window taken in order.
+		inOrder := d == x.window
 		if d > 0 {
 			if x.acked++; x.acked == 1 && x.confirm != nil {
 				x.confirm()
@@ -186,6 +189,12 @@ func (x *sender) run(done <-chan struct{}, r io.Reader, oack []string) (int64, e
 			// whatever a client repeats, the window goes again at most
 			// once per ACK that moves it (or per Timeout).
 		default:
+			if d == 0 {
+				// A send again that no ACK moved counts as a try.
+				if tries++; tries > x.retries {
+					return n, errQuiet
+				}
+			}
 			moved = d > 0
 			sendAgain() // the client lacks block base
 		}

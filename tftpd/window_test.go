@@ -392,7 +392,7 @@ func TestWindowUnreliableNetwork(t *testing.T) {
 		seeds     = 12
 	)
 	fx := start(t, Config{Timeout: 100 * time.Millisecond, Retries: 20})
-	total := 0
+	total, began := 0, time.Now()
 	for seed := range uint64(seeds) {
 		rnd := rand.New(rand.NewPCG(seed, 15))
 		c := startWindowed(t, fx)
@@ -442,6 +442,12 @@ func TestWindowUnreliableNetwork(t *testing.T) {
 	// 30 % leaves room; a server that cascades sends 4-7 times as much.
 	if limit := seeds * ipxeBlocks * 13 / 10; total > limit {
 		t.Errorf("%d DATA datagrams for %d transfers of %d blocks, want at most %d", total, seeds, ipxeBlocks, limit)
+	}
+	// A loss the sender misses costs a 100 ms Timeout: some 35 in all
+	// here (4 s), where a sender that stalled until its Retries ran out
+	// would take 2 s a time.
+	if took := time.Since(began); took > 10*time.Second {
+		t.Errorf("the %d transfers took %s, want under 10 s: losses wait for Timeout", seeds, took)
 	}
 }
 
