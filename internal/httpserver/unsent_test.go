@@ -57,17 +57,7 @@ func TestSendFileAtBoundsUnsent(t *testing.T) {
 	// A client whose window stays under minLowat: the share alone counts
 	// (lowatUnder), whatever the window when a body begins.
 	c, client := tinyPair(t, s, 1460, 4096)
-	lowat := func() int {
-		t.Helper()
-		var v int
-		var serr error
-		if err := c.raw.Control(func(fd uintptr) {
-			v, serr = unix.GetsockoptInt(int(fd), unix.IPPROTO_TCP, unix.TCP_NOTSENT_LOWAT)
-		}); err != nil || serr != nil {
-			t.Fatal(err, serr)
-		}
-		return v
-	}
+	lowat := func() int { t.Helper(); return lowatOf(t, c) }
 	send := func(n int64) {
 		t.Helper()
 		done := make(chan struct{})
@@ -140,13 +130,7 @@ func TestSendFileAtCapsUnsentAtSmallWindow(t *testing.T) {
 		t.Fatal(err)
 	}
 	<-done
-	var lowat int
-	var serr error
-	if err := c.raw.Control(func(fd uintptr) {
-		lowat, serr = unix.GetsockoptInt(int(fd), unix.IPPROTO_TCP, unix.TCP_NOTSENT_LOWAT)
-	}); err != nil || serr != nil {
-		t.Fatal(err, serr)
-	}
+	lowat := lowatOf(t, c)
 	wnd := c.info.sndWnd()
 	if wnd == 0 {
 		t.Skip("this kernel does not report the peer's window (tcpi_snd_wnd)")
@@ -178,4 +162,17 @@ func TestFailedTCPInfoReportsNoWindow(t *testing.T) {
 	if w := info.sndWnd(); w != 0 {
 		t.Errorf("after a failed read sndWnd() = %d, want 0", w)
 	}
+}
+
+// lowatOf is the TCP_NOTSENT_LOWAT in force on c's socket.
+func lowatOf(t *testing.T, c *conn) int {
+	t.Helper()
+	var v int
+	var serr error
+	if err := c.raw.Control(func(fd uintptr) {
+		v, serr = unix.GetsockoptInt(int(fd), unix.IPPROTO_TCP, unix.TCP_NOTSENT_LOWAT)
+	}); err != nil || serr != nil {
+		t.Fatal(err, serr)
+	}
+	return v
 }
