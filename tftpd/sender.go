@@ -170,30 +170,33 @@ func (x *sender) run(done <-chan struct{}, r io.Reader, oack []string) (int64, e
 			if err := x.deadline(); err != nil {
 				return n, err
 			}
-			switch k := base - 1; {
-			case inOrder && k > again:
-				echoes = 0 // the copies, sent before block k, have all arrived
+			// An ACK in order takes the whole window, so its block,
+			// base-1, is never before again, the last block of the last
+			// send again (which was at most a window from an earlier
+			// base).
+			switch {
+			case inOrder && base-1 > again:
+				echoes = 0 // the copies, sent before block base-1, have all arrived
 			case inOrder:
-				// The client took the first sends of the blocks up to k
-				// in order: each of their copies will be an echo.
-				echoes = max(echoes, resent-(again-k))
+				// The client took the first sends of the blocks sent
+				// again in order: each of their copies will be an echo.
+				echoes = max(echoes, resent)
 			}
 		}
 		switch {
-		case inFlight == 0 || inOrder:
-			// Nothing lost: the blocks in flight are on their way.
+		case inFlight == 0:
+			// Nothing lost (an ACK in order empties the window).
 		case echoes > 0:
 			echoes--
-		case d == 0 && !moved:
+		case d == 0 && (!moved || tries >= x.retries):
 			// A repeat, and the window was sent again on one already:
-			// whatever a client repeats, the window goes again at most
-			// once per ACK that moves it (or per Timeout).
+			// whatever a client repeats, a repeat sends the window again
+			// at most once per ACK that moves it. Nor does a repeat
+			// spend the last try: that one is Timeout's, which ends the
+			// transfer if nothing moves it.
 		default:
 			if d == 0 {
-				// A send again that no ACK moved counts as a try.
-				if tries++; tries > x.retries {
-					return n, errQuiet
-				}
+				tries++ // a send again that no ACK moved counts as a try
 			}
 			moved = d > 0
 			sendAgain() // the client lacks block base

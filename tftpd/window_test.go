@@ -295,6 +295,22 @@ func TestWindowIgnoresOtherAcks(t *testing.T) {
 	wantFile(t, fx, c, 1+ipxeBlocks+4, 1+ipxeWindows)
 }
 
+// TestWindowRepeatSparesLastTry: with one try left a repeated ACK is
+// ignored, not taken as the end of the transfer: the last try is
+// Timeout's. Here block 1 only came late, and the client's ACK of the
+// window goes on with the transfer.
+func TestWindowRepeatSparesLastTry(t *testing.T) {
+	fx := start(t, Config{Timeout: noTimeout, Retries: 1})
+	c := startWindowed(t, fx)
+	ps := readData(t, c, 1, 4)
+	ack(t, c.conn, c.tid, 0) // as on block 2 before a late block 1
+	expectSilence(t, c.conn, 200*time.Millisecond)
+	for _, p := range ps {
+		c.take(p)
+	}
+	wantFile(t, fx, c, 1+ipxeBlocks, 1+ipxeWindows)
+}
+
 // TestWindowMissedFirst: a client that missed the first block of a window
 // acknowledges the block before it again, as edk2 does; the server sends
 // the window again at once, not after Timeout, and only once however many
