@@ -277,3 +277,90 @@ func TestLogLimit(t *testing.T) {
 		t.Fatalf("flush: %v", got)
 	}
 }
+
+// TestTimeLimit: two Timeouts per window of the file and one per retry;
+// a netascii file counts double; no limit where a Duration would overflow.
+func TestTimeLimit(t *testing.T) {
+	tests := []struct {
+		name            string
+		timeout         time.Duration
+		retries         int
+		size            int64
+		blksize, window int
+		netascii        bool
+		want            time.Duration
+	}{
+		// 74,213 bytes: 51 blocks of 1468, 13 windows of 4.
+		{"undionly.kpxe as edk2 asks", time.Second, 5, 74_213, 1468, 4, false, 31 * time.Second},
+		{"lock step, 512", time.Second, 5, 74_213, 512, 1, false, (2*145 + 5) * time.Second},
+		{"netascii doubles", time.Second, 5, 74_213, 1468, 4, true, (2*26 + 5) * time.Second},
+		{"empty file: one block", time.Second, 5, 0, 512, 1, false, 7 * time.Second},
+		{"a multiple of blksize ends with an empty block", time.Second, 5, 1024, 512, 1, false, (2*3 + 5) * time.Second},
+		{"overflow: none", time.Hour, 5, 1 << 60, 512, 1, false, 0},
+		{"size too large to double: none", time.Second, 5, 1 << 62, 512, 1, true, 0},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := timeLimit(tc.timeout, tc.retries, tc.size, tc.blksize, tc.window, tc.netascii); got != tc.want {
+				t.Errorf("timeLimit = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestSlowClientEndsAtTimeLimit: a client that acknowledges one block at
+// a time, each well within Timeout, keeps the transfer alive for ever
+// without a time limit. With Timeout 100 ms the 51 blocks of
+// undionly.kpxe in windows of 16 (4 windows) may take 1.3 s; at one block
+// per 60 ms the client would need 3 s. The server ends the transfer with
+// an ERROR saying why, logs it as a timeout, and frees its place.
+func TestSlowClientEndsAtTimeLimit(t *testing.T) {
+	fx := start(t, Config{Timeout: 100 * time.Millisecond, Retries: 5})
+	started := time.Now()
+	conn := dialRaw(t, fx.addr, request(1, "undionly.kpxe", "octet", "blksize", "1468", "windowsize", "16"))
+	defer conn.Close()
+	p, tid := readPacket(t, conn)
+	if binary.BigEndian.Uint16(p) != opOACK {
+		t.Fatalf("got %x, want an OACK", p)
+	}
+	ack(t, conn, tid, 0)
+	blocks := len(testFiles["undionly.kpxe"])/1468 + 1
+	var msg string
+	acked := 0
+	buf := make([]byte, 2048)
+	for msg == "" && time.Since(started) < 5*time.Second {
+		// Drain what came (windows sent again), watching for an ERROR.
+		for {
+			if err := conn.SetReadDeadline(time.Now().Add(60 * time.Millisecond)); err != nil {
+				t.Fatal(err)
+			}
+			n, _, err := conn.ReadFromUDP(buf)
+			if errors.Is(err, os.ErrDeadlineExceeded) {
+				break
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n >= 4 && binary.BigEndian.Uint16(buf) == opERROR {
+				msg = strings.TrimRight(string(buf[4:n]), "\x00")
+				break
+			}
+		}
+		if msg == "" && acked < blocks {
+			acked++
+			ack(t, conn, tid, uint16(acked))
+		}
+	}
+	elapsed := time.Since(started)
+	if msg != "transfer too slow" {
+		t.Fatalf("after %v and %d of %d blocks acknowledged: ERROR %q, want %q", elapsed, acked, blocks, msg, "transfer too slow")
+	}
+	if acked >= blocks || elapsed < 1300*time.Millisecond {
+		t.Errorf("ended after %v with %d of %d blocks acknowledged; want it at the 1.3 s limit, before the last block", elapsed, acked, blocks)
+	}
+	if lines := fx.logs.wait("tftp transfer", "file=undionly.kpxe", "result=timeout", `err="transfer too slow"`); len(lines) != 1 {
+		t.Errorf("no timeout line:\n%s", strings.Join(fx.logs.lines("tftp transfer"), "\n"))
+	}
+	waitMetric(t, fx, `siteboot_tftp_transfers_total{result="timeout"}`, 1)
+	waitMetric(t, fx, "siteboot_tftp_active_transfers", 0)
+}

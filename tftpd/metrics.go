@@ -7,7 +7,7 @@ const (
 	resultOK       = "ok"        // the whole file was sent and acknowledged
 	resultNotFound = "not_found" // the name is not in the set
 	resultRefused  = "refused"   // write request, path trick or changed file
-	resultTimeout  = "timeout"   // the client stopped acknowledging
+	resultTimeout  = "timeout"   // the client stopped acknowledging, or was too slow (timeLimit)
 	resultAborted  = "aborted"   // the client sent an ERROR
 	resultError    = "error"     // reading the file or sending failed, or shutdown
 )

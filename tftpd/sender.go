@@ -53,7 +53,11 @@ func netasciiReader(r io.Reader) io.Reader { return netascii.ToReader(r) }
 // In lock step (a window of one) every repeat is ignored, as RFC 1350
 // servers do (sending again on each is the Sorcerer's Apprentice bug).
 // Without an ACK that moves the window, everything not acknowledged is
-// sent again after each Timeout, up to Retries sends in all. ACKs of
+// sent again after each Timeout, up to Retries sends in all. A transfer
+// still running at its time limit (timeLimit: two Timeouts per window of
+// the file, plus Retries) ends with an ERROR, so that a client that
+// acknowledges a block now and then, just often enough, cannot hold its
+// place for hours. ACKs of
 // blocks already acknowledged or not sent yet, and datagrams from any
 // other address or port than the client's, are ignored.
 type sender struct {
@@ -62,16 +66,22 @@ type sender struct {
 	timeout time.Duration
 	retries int
 	blksize int
-	window  int    // DATA packets in flight before waiting for an ACK
-	confirm func() // called on the client's first acknowledgement
+	window  int       // DATA packets in flight before waiting for an ACK
+	confirm func()    // called on the client's first acknowledgement
+	end     time.Time // the transfer ends with errTooSlow from then on (zero: never)
 
 	sent, acked int   // datagrams sent, ACKs that moved the transfer on: for the log line
 	cause       error // the read error behind errReadSource
 	rbuf        [maxRequest]byte
 }
 
-// errQuiet is a client that acknowledged nothing within Timeout×Retries.
+// errQuiet is a client that acknowledged nothing new within Retries sends
+// of what is in flight, each waiting up to Timeout.
 var errQuiet = &net.OpError{Op: "read", Net: "udp", Err: os.ErrDeadlineExceeded}
+
+// errTooSlow ends a transfer that outlived its time limit (sender.end);
+// the client is told so.
+var errTooSlow = errors.New("transfer too slow")
 
 // run sends the OACK (if oack is not nil) and then the file. It stops
 // at the next ACK once done is closed, telling the client.
@@ -95,7 +105,7 @@ func (x *sender) run(done <-chan struct{}, r io.Reader, oack []string) (int64, e
 	base := 1     // the first block not acknowledged
 	inFlight := 0 // win[:inFlight] are sent
 	again := 0    // the last block of the last send again
-	resent := 0   // how many blocks that sent again, up to again
+	resent := 0   // how many blocks the last send again sent, up to again
 	tries := 1    // sends of what is in flight without an ACK that moved it
 	moved := true // the window moved since a repeat last sent it again
 	sendAgain := func() {
@@ -137,6 +147,10 @@ func (x *sender) run(done <-chan struct{}, r io.Reader, oack []string) (int64, e
 		}
 		a, err := x.next()
 		if errors.Is(err, os.ErrDeadlineExceeded) {
+			if x.late() {
+				x.abort(errTooSlow)
+				return n, errTooSlow
+			}
 			if tries++; tries > x.retries {
 				return n, errQuiet
 			}
@@ -185,15 +199,17 @@ func (x *sender) run(done <-chan struct{}, r io.Reader, oack []string) (int64, e
 		}
 		switch {
 		case inFlight == 0:
-			// Nothing lost (an ACK in order empties the window).
+			// Nothing lost: an ACK in order, or one of the last block
+			// sent, empties the window.
 		case echoes > 0:
 			echoes--
 		case d == 0 && (!moved || tries >= x.retries):
-			// A repeat, and the window was sent again on one already:
-			// whatever a client repeats, a repeat sends the window again
-			// at most once per ACK that moves it. Nor does a repeat
-			// spend the last try: that one is Timeout's, which ends the
-			// transfer if nothing moves it.
+			// A repeat that sends nothing: either the window went again
+			// on a repeat already since an ACK last moved it (whatever a
+			// client repeats, a repeat sends the window again at most
+			// once per ACK that moves it), or Retries sends are spent.
+			// A repeat never ends the transfer; the next Timeout does if
+			// nothing moves it.
 		default:
 			if d == 0 {
 				tries++ // a send again that no ACK moved counts as a try
@@ -217,6 +233,10 @@ func (x *sender) sendOACK(oack []byte) (int, error) {
 		for {
 			a, err := x.next()
 			if errors.Is(err, os.ErrDeadlineExceeded) {
+				if x.late() {
+					x.abort(errTooSlow)
+					return try, errTooSlow
+				}
 				break
 			}
 			if err != nil {
@@ -244,10 +264,18 @@ func (x *sender) send(pkts [][]byte) error {
 	return nil
 }
 
-// deadline gives the client Timeout from now to acknowledge something.
+// deadline gives the client Timeout from now to acknowledge something,
+// or what is left of the transfer's time limit if that is less.
 func (x *sender) deadline() error {
-	return x.conn.SetReadDeadline(time.Now().Add(x.timeout))
+	t := time.Now().Add(x.timeout)
+	if !x.end.IsZero() && x.end.Before(t) {
+		t = x.end
+	}
+	return x.conn.SetReadDeadline(t)
 }
+
+// late reports whether the transfer's time limit has passed.
+func (x *sender) late() bool { return !x.end.IsZero() && !time.Now().Before(x.end) }
 
 // next reads until an ACK or an ERROR from the client, or the deadline,
 // and returns the ACK's block number.

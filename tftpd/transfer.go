@@ -5,6 +5,7 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
+	"math"
 	"net"
 	"net/netip"
 	"time"
@@ -52,6 +53,9 @@ func (s *Server) serveRead(done <-chan struct{}, l *listener, d datagram, log *s
 	blksize, window, oack := req.negotiate(s.blockLimit(d), s.cfg.MaxWindowSize, size)
 	x := &sender{conn: conn, to: d.src, timeout: s.cfg.Timeout, retries: s.cfg.Retries, blksize: blksize,
 		window: window, confirm: func() { s.admit.confirm(t) }}
+	if limit := timeLimit(s.cfg.Timeout, s.cfg.Retries, size, blksize, window, req.netascii()); limit > 0 {
+		x.end = time.Now().Add(limit)
+	}
 	var src io.Reader = f
 	if req.netascii() {
 		src = netasciiReader(f)
@@ -61,6 +65,30 @@ func (s *Server) serveRead(done <-chan struct{}, l *listener, d datagram, log *s
 		return // its socket was closed under it; counted and logged then
 	}
 	s.finish(log, d.client, req, x, start, n, size, err)
+}
+
+// timeLimit is the longest a transfer of a size-byte file may run: two
+// Timeouts for each window of its blocks and one for each of Retries
+// sends of a window that gets no answer; 0 (none) past what a Duration
+// holds. A client on a LAN takes a window in a few milliseconds, and one
+// whose every window needed a retransmission would finish within it; one
+// that acknowledges a block just before each Timeout×Retries runs out
+// would otherwise hold its place for about five seconds a block (a day
+// and more for a 30 MB file). A netascii file may double in size.
+func timeLimit(timeout time.Duration, retries int, size int64, blksize, window int, netascii bool) time.Duration {
+	if timeout <= 0 || blksize <= 0 || window <= 0 || size < 0 || size > math.MaxInt64/2 {
+		return 0
+	}
+	if netascii {
+		size *= 2
+	}
+	blocks := size/int64(blksize) + 1 // the last one shorter, maybe empty
+	windows := (blocks + int64(window) - 1) / int64(window)
+	n := 2*windows + int64(retries)
+	if n > math.MaxInt64/int64(timeout) {
+		return 0
+	}
+	return time.Duration(n) * timeout
 }
 
 // markLowDelay has conn's datagrams sent ahead of the host's bulk
@@ -134,6 +162,8 @@ func classify(err error) string {
 		return resultOK
 	case errors.As(err, &ce):
 		return resultAborted
+	case errors.Is(err, errTooSlow):
+		return resultTimeout
 	case errors.As(err, &ne) && ne.Timeout():
 		return resultTimeout
 	}

@@ -295,20 +295,35 @@ func TestWindowIgnoresOtherAcks(t *testing.T) {
 	wantFile(t, fx, c, 1+ipxeBlocks+4, 1+ipxeWindows)
 }
 
-// TestWindowRepeatSparesLastTry: with one try left a repeated ACK is
-// ignored, not taken as the end of the transfer: the last try is
-// Timeout's. Here block 1 only came late, and the client's ACK of the
-// window goes on with the transfer.
+// TestWindowRepeatSparesLastTry: with no send left a repeated ACK is
+// ignored, not taken as the end of the transfer: Timeout ends it if
+// nothing moves it. Here the repeat goes unanswered and then the ACK of
+// the whole window goes on with the transfer; and an edk2 client that
+// got block 2 before block 1 (it threw block 2 away, repeats ACK 0, then
+// ACKs 1 twice for blocks 3 and 4) gets the rest of the window again on
+// its first ACK 1 and finishes.
 func TestWindowRepeatSparesLastTry(t *testing.T) {
-	fx := start(t, Config{Timeout: noTimeout, Retries: 1})
-	c := startWindowed(t, fx)
-	ps := readData(t, c, 1, 4)
-	ack(t, c.conn, c.tid, 0) // as on block 2 before a late block 1
-	expectSilence(t, c.conn, 200*time.Millisecond)
-	for _, p := range ps {
-		c.take(p)
-	}
-	wantFile(t, fx, c, 1+ipxeBlocks, 1+ipxeWindows)
+	t.Run("repeat, then the window", func(t *testing.T) {
+		fx := start(t, Config{Timeout: noTimeout, Retries: 1})
+		c := startWindowed(t, fx)
+		ps := readData(t, c, 1, 4)
+		ack(t, c.conn, c.tid, 0)
+		expectSilence(t, c.conn, 200*time.Millisecond)
+		for _, p := range ps {
+			c.take(p)
+		}
+		wantFile(t, fx, c, 1+ipxeBlocks, 1+ipxeWindows)
+	})
+	t.Run("edk2, block 1 late", func(t *testing.T) {
+		fx := start(t, Config{Timeout: noTimeout, Retries: 1})
+		c := startWindowed(t, fx)
+		ps := readData(t, c, 1, 4)
+		c.take(ps[1]) // ACK 0
+		c.take(ps[0]) // taken
+		c.take(ps[2]) // ACK 1: blocks 2..5 again
+		c.take(ps[3]) // ACK 1, an echo
+		wantFile(t, fx, c, 1+ipxeBlocks+3, 2+(ipxeBlocks+2)/4)
+	})
 }
 
 // TestWindowMissedFirst: a client that missed the first block of a window
