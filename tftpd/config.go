@@ -78,8 +78,8 @@ type Config struct {
 	// Timeout is how long an OACK or a window of DATA packets waits for an
 	// acknowledgement before it is sent again (DefaultTimeout if zero);
 	// Retries how many times it is sent in all (DefaultRetries if zero).
-	// A transfer may take Timeout × (2 × its windows + Retries) in all,
-	// then it ends with an ERROR (timeLimit).
+	// A transfer may take Retries plus 60 Timeouts, or plus one per 8 KiB
+	// of the file if that is more, then it ends with an ERROR (timeLimit).
 	Timeout time.Duration
 	Retries int
 	// MaxTransfers bounds the transfers running at once

@@ -1,10 +1,12 @@
 package tftpd
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/binary"
 	"errors"
 	"github.com/siteboot/siteboot/internal/metrictest"
+	"math"
 	"net"
 	"os"
 	"runtime"
@@ -278,30 +280,32 @@ func TestLogLimit(t *testing.T) {
 	}
 }
 
-// TestTimeLimit: two Timeouts per window of the file and one per retry;
-// a netascii file counts double; no limit where a Duration would overflow.
+// TestTimeLimit: Retries plus 60 Timeouts, or one per 8 KiB if more,
+// whatever the client's options; a netascii file counts double; no limit
+// where a Duration would overflow.
 func TestTimeLimit(t *testing.T) {
 	tests := []struct {
-		name            string
-		timeout         time.Duration
-		retries         int
-		size            int64
-		blksize, window int
-		netascii        bool
-		want            time.Duration
+		name     string
+		timeout  time.Duration
+		retries  int
+		size     int64
+		netascii bool
+		want     time.Duration
 	}{
-		// 74,213 bytes: 51 blocks of 1468, 13 windows of 4.
-		{"undionly.kpxe as edk2 asks", time.Second, 5, 74_213, 1468, 4, false, 31 * time.Second},
-		{"lock step, 512", time.Second, 5, 74_213, 512, 1, false, (2*145 + 5) * time.Second},
-		{"netascii doubles", time.Second, 5, 74_213, 1468, 4, true, (2*26 + 5) * time.Second},
-		{"empty file: one block", time.Second, 5, 0, 512, 1, false, 7 * time.Second},
-		{"a multiple of blksize ends with an empty block", time.Second, 5, 1024, 512, 1, false, (2*3 + 5) * time.Second},
-		{"overflow: none", time.Hour, 5, 1 << 60, 512, 1, false, 0},
-		{"size too large to double: none", time.Second, 5, 1 << 62, 512, 1, true, 0},
+		{"undionly.kpxe: the floor", time.Second, 5, 74_213, false, 65 * time.Second},
+		{"empty file: the floor", time.Second, 5, 0, false, 65 * time.Second},
+		{"480 KiB: still the floor", time.Second, 5, 480 << 10, false, 65 * time.Second},
+		{"1 MB: one Timeout per 8 KiB", time.Second, 5, 1_000_000, false, (122 + 5) * time.Second},
+		{"1 MB netascii counts double", time.Second, 5, 1_000_000, true, (244 + 5) * time.Second},
+		{"30 MB: an hour", time.Second, 5, 30_000_000, false, (3662 + 5) * time.Second},
+		{"in Timeouts", 200 * time.Millisecond, 5, 74_213, false, 65 * 200 * time.Millisecond},
+		{"overflow: none", time.Hour, 5, 1 << 60, false, 0},
+		{"Retries overflow: none", time.Second, math.MaxInt, 0, false, 0},
+		{"size too large to double: none", time.Second, 5, 1 << 62, true, 0},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := timeLimit(tc.timeout, tc.retries, tc.size, tc.blksize, tc.window, tc.netascii); got != tc.want {
+			if got := timeLimit(tc.timeout, tc.retries, tc.size, tc.netascii); got != tc.want {
 				t.Errorf("timeLimit = %v, want %v", got, tc.want)
 			}
 		})
@@ -309,15 +313,16 @@ func TestTimeLimit(t *testing.T) {
 }
 
 // TestSlowClientEndsAtTimeLimit: a client that acknowledges one block at
-// a time, each well within Timeout, keeps the transfer alive for ever
-// without a time limit. With Timeout 100 ms the 51 blocks of
-// undionly.kpxe in windows of 16 (4 windows) may take 1.3 s; at one block
-// per 60 ms the client would need 3 s. The server ends the transfer with
-// an ERROR saying why, logs it as a timeout, and frees its place.
+// a time, each well within Timeout × Retries, keeps a transfer alive for
+// ever without a time limit. With Timeout 20 ms and Retries 10 the 51
+// blocks of undionly.kpxe (blksize 1468, lock step: the most windows a
+// client can ask for) may take 70 Timeouts, 1.4 s; at one block per
+// 60 ms the client would need 3 s. The server ends the transfer with an
+// ERROR saying why, logs it as a timeout, and frees its place.
 func TestSlowClientEndsAtTimeLimit(t *testing.T) {
-	fx := start(t, Config{Timeout: 100 * time.Millisecond, Retries: 5})
+	fx := start(t, Config{Timeout: 20 * time.Millisecond, Retries: 10})
 	started := time.Now()
-	conn := dialRaw(t, fx.addr, request(1, "undionly.kpxe", "octet", "blksize", "1468", "windowsize", "16"))
+	conn := dialRaw(t, fx.addr, request(1, "undionly.kpxe", "octet", "blksize", "1468"))
 	defer conn.Close()
 	p, tid := readPacket(t, conn)
 	if binary.BigEndian.Uint16(p) != opOACK {
@@ -328,12 +333,15 @@ func TestSlowClientEndsAtTimeLimit(t *testing.T) {
 	var msg string
 	acked := 0
 	buf := make([]byte, 2048)
+	tick := time.Now()
 	for msg == "" && time.Since(started) < 5*time.Second {
-		// Drain what came (windows sent again), watching for an ERROR.
+		// Read what comes (blocks sent again) until the next tick,
+		// watching for an ERROR; then acknowledge one more block.
+		tick = tick.Add(60 * time.Millisecond)
+		if err := conn.SetReadDeadline(tick); err != nil {
+			t.Fatal(err)
+		}
 		for {
-			if err := conn.SetReadDeadline(time.Now().Add(60 * time.Millisecond)); err != nil {
-				t.Fatal(err)
-			}
 			n, _, err := conn.ReadFromUDP(buf)
 			if errors.Is(err, os.ErrDeadlineExceeded) {
 				break
@@ -355,12 +363,40 @@ func TestSlowClientEndsAtTimeLimit(t *testing.T) {
 	if msg != "transfer too slow" {
 		t.Fatalf("after %v and %d of %d blocks acknowledged: ERROR %q, want %q", elapsed, acked, blocks, msg, "transfer too slow")
 	}
-	if acked >= blocks || elapsed < 1300*time.Millisecond {
-		t.Errorf("ended after %v with %d of %d blocks acknowledged; want it at the 1.3 s limit, before the last block", elapsed, acked, blocks)
+	if acked >= blocks || elapsed < 1400*time.Millisecond {
+		t.Errorf("ended after %v with %d of %d blocks acknowledged; want it at the 1.4 s limit, before the last block", elapsed, acked, blocks)
 	}
 	if lines := fx.logs.wait("tftp transfer", "file=undionly.kpxe", "result=timeout", `err="transfer too slow"`); len(lines) != 1 {
 		t.Errorf("no timeout line:\n%s", strings.Join(fx.logs.lines("tftp transfer"), "\n"))
 	}
 	waitMetric(t, fx, `siteboot_tftp_transfers_total{result="timeout"}`, 1)
 	waitMetric(t, fx, "siteboot_tftp_active_transfers", 0)
+}
+
+// TestTimeLimitTakesQueuedACKs: a read whose deadline has passed returns
+// at once without what is queued. An ACK that arrived by the time limit
+// (here before the sender even read) still completes the transfer.
+func TestTimeLimitTakesQueuedACKs(t *testing.T) {
+	lo := &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)}
+	srv, err := net.ListenUDP("udp4", lo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	cli, err := net.ListenUDP("udp4", lo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	ack(t, cli, srv.LocalAddr().(*net.UDPAddr), 1) // queued before DATA 1 goes
+	x := &sender{conn: srv, to: cli.LocalAddr().(*net.UDPAddr), timeout: time.Second, retries: 5,
+		blksize: 512, window: 1, end: time.Now().Add(-time.Millisecond)}
+	file := testFiles["tiny"]
+	n, err := x.run(make(chan struct{}), bytes.NewReader(file), nil)
+	if err != nil || n != int64(len(file)) {
+		t.Fatalf("run = %d, %v; want %d, nil", n, err, len(file))
+	}
+	p, _ := readPacket(t, cli)
+	wantData(t, p, 1)
+	expectSilence(t, cli, 100*time.Millisecond) // no ERROR
 }

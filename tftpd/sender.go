@@ -54,10 +54,10 @@ func netasciiReader(r io.Reader) io.Reader { return netascii.ToReader(r) }
 // servers do (sending again on each is the Sorcerer's Apprentice bug).
 // Without an ACK that moves the window, everything not acknowledged is
 // sent again after each Timeout, up to Retries sends in all. A transfer
-// still running at its time limit (timeLimit: two Timeouts per window of
-// the file, plus Retries) ends with an ERROR, so that a client that
-// acknowledges a block now and then, just often enough, cannot hold its
-// place for hours. ACKs of
+// still running at its time limit (timeLimit: Retries plus 60 Timeouts,
+// or one per 8 KiB of the file if more) ends with an ERROR, so that a
+// client that acknowledges a block now and then, just often enough,
+// cannot hold its place for days; ACKs that arrived by then still count. ACKs of
 // blocks already acknowledged or not sent yet, and datagrams from any
 // other address or port than the client's, are ignored.
 type sender struct {
@@ -69,6 +69,7 @@ type sender struct {
 	window  int       // DATA packets in flight before waiting for an ACK
 	confirm func()    // called on the client's first acknowledgement
 	end     time.Time // the transfer ends with errTooSlow from then on (zero: never)
+	overdue bool      // end has passed once, and the ACKs queued by then were read
 
 	sent, acked int   // datagrams sent, ACKs that moved the transfer on: for the log line
 	cause       error // the read error behind errReadSource
@@ -148,8 +149,23 @@ func (x *sender) run(done <-chan struct{}, r io.Reader, oack []string) (int64, e
 		a, err := x.next()
 		if errors.Is(err, os.ErrDeadlineExceeded) {
 			if x.late() {
-				x.abort(errTooSlow)
-				return n, errTooSlow
+				select {
+				case <-done:
+					continue // shutdown says why, not the limit
+				default:
+				}
+				if x.overdue {
+					x.abort(errTooSlow)
+					return n, errTooSlow
+				}
+				// A read past its deadline reads nothing, even what came
+				// before it: take what is queued (the last ACK, maybe)
+				// before giving up.
+				x.overdue, x.end = true, time.Now().Add(overdueRead)
+				if err := x.conn.SetReadDeadline(x.end); err != nil {
+					return n, err
+				}
+				continue
 			}
 			if tries++; tries > x.retries {
 				return n, errQuiet
@@ -273,6 +289,10 @@ func (x *sender) deadline() error {
 	}
 	return x.conn.SetReadDeadline(t)
 }
+
+// overdueRead is how long the sender reads what is queued once the time
+// limit has passed.
+const overdueRead = 10 * time.Millisecond
 
 // late reports whether the transfer's time limit has passed.
 func (x *sender) late() bool { return !x.end.IsZero() && !time.Now().Before(x.end) }

@@ -53,7 +53,7 @@ func (s *Server) serveRead(done <-chan struct{}, l *listener, d datagram, log *s
 	blksize, window, oack := req.negotiate(s.blockLimit(d), s.cfg.MaxWindowSize, size)
 	x := &sender{conn: conn, to: d.src, timeout: s.cfg.Timeout, retries: s.cfg.Retries, blksize: blksize,
 		window: window, confirm: func() { s.admit.confirm(t) }}
-	if limit := timeLimit(s.cfg.Timeout, s.cfg.Retries, size, blksize, window, req.netascii()); limit > 0 {
+	if limit := timeLimit(s.cfg.Timeout, s.cfg.Retries, size, req.netascii()); limit > 0 {
 		x.end = time.Now().Add(limit)
 	}
 	var src io.Reader = f
@@ -67,29 +67,40 @@ func (s *Server) serveRead(done <-chan struct{}, l *listener, d datagram, log *s
 	s.finish(log, d.client, req, x, start, n, size, err)
 }
 
-// timeLimit is the longest a transfer of a size-byte file may run: two
-// Timeouts for each window of its blocks and one for each of Retries
-// sends of a window that gets no answer; 0 (none) past what a Duration
-// holds. A client on a LAN takes a window in a few milliseconds, and one
-// whose every window needed a retransmission would finish within it; one
-// that acknowledges a block just before each Timeout×Retries runs out
-// would otherwise hold its place for about five seconds a block (a day
-// and more for a 30 MB file). A netascii file may double in size.
-func timeLimit(timeout time.Duration, retries int, size int64, blksize, window int, netascii bool) time.Duration {
-	if timeout <= 0 || blksize <= 0 || window <= 0 || size < 0 || size > math.MaxInt64/2 {
+// timeLimit is the longest a transfer of a size-byte file may run, in
+// Timeouts: one for each of Retries sends that get no answer, then 60, or
+// one per 8 KiB of the file if that is more (at the default 1 s: 65 s for
+// any first stage up to 480 KiB, 2 min for a 1 MB one, an hour for
+// 30 MB); 0 (none) past what a Duration holds. The client's options do
+// not move it (a netascii file counts double, what it may grow to). A LAN
+// client moves a first stage in well under a second, and a boot storm's
+// slowest in a few. Without a limit a client that acknowledges one block
+// just before each Timeout × Retries runs out holds its place for about
+// five seconds a block: a day and more for a 30 MB file.
+func timeLimit(timeout time.Duration, retries int, size int64, netascii bool) time.Duration {
+	if timeout <= 0 || retries < 0 || size < 0 || size > math.MaxInt64/2 {
 		return 0
 	}
 	if netascii {
 		size *= 2
 	}
-	blocks := size/int64(blksize) + 1 // the last one shorter, maybe empty
-	windows := (blocks + int64(window) - 1) / int64(window)
-	n := 2*windows + int64(retries)
+	n := max(limitFloor, size/limitPerTimeout)
+	if int64(retries) > math.MaxInt64-n {
+		return 0
+	}
+	n += int64(retries)
 	if n > math.MaxInt64/int64(timeout) {
 		return 0
 	}
 	return time.Duration(n) * timeout
 }
+
+// limitFloor and limitPerTimeout set timeLimit: at least limitFloor
+// Timeouts, and one per limitPerTimeout bytes.
+const (
+	limitFloor      = 60
+	limitPerTimeout = 8 << 10
+)
 
 // markLowDelay has conn's datagrams sent ahead of the host's bulk
 // streams (internal/sockprio): a transfer is lock-step or windowed, and
