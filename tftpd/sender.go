@@ -70,6 +70,7 @@ type sender struct {
 	confirm func()    // called on the client's first acknowledgement
 	end     time.Time // the transfer ends with errTooSlow from then on (zero: never)
 	overdue bool      // end has passed once, and the ACKs queued by then were read
+	gso     *gso      // segmented sends of a window (nil: one send per block)
 
 	sent, acked int   // datagrams sent, ACKs that moved the transfer on: for the log line
 	cause       error // the read error behind errReadSource
@@ -269,13 +270,28 @@ func (x *sender) sendOACK(oack []byte) (int, error) {
 	return x.retries, errQuiet
 }
 
-// send writes pkts to the client, counting them.
+// send writes pkts to the client, counting them: runs of blocks in one
+// segmented send each where x.gso allows (gso.go), the rest one by one.
 func (x *sender) send(pkts [][]byte) error {
-	for _, p := range pkts {
-		if _, err := x.conn.WriteToUDP(p, x.to); err != nil {
+	for len(pkts) > 0 {
+		if x.gso != nil {
+			if k := x.gso.run(pkts); k > 1 {
+				sent, err := x.gso.send(pkts[:k])
+				if err != nil {
+					return err
+				}
+				if sent {
+					x.sent += k
+					pkts = pkts[k:]
+					continue
+				}
+			}
+		}
+		if _, err := x.conn.WriteToUDP(pkts[0], x.to); err != nil {
 			return err
 		}
 		x.sent++
+		pkts = pkts[1:]
 	}
 	return nil
 }

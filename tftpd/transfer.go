@@ -52,7 +52,7 @@ func (s *Server) serveRead(done <-chan struct{}, l *listener, d datagram, log *s
 	}
 	blksize, window, oack := req.negotiate(s.blockLimit(d), s.cfg.MaxWindowSize, size)
 	x := &sender{conn: conn, to: d.src, timeout: s.cfg.Timeout, retries: s.cfg.Retries, blksize: blksize,
-		window: window, confirm: func() { s.admit.confirm(t) }}
+		window: window, confirm: func() { s.admit.confirm(t) }, gso: newGSO(conn, d.src)}
 	if limit := timeLimit(s.cfg.Timeout, s.cfg.Retries, size, req.netascii()); limit > 0 {
 		x.end = time.Now().Add(limit)
 	}

@@ -1,0 +1,128 @@
+package tftpd
+
+import (
+	"encoding/binary"
+	"errors"
+	"net"
+	"syscall"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// A window of DATA blocks goes to the kernel in one sendmsg with
+// UDP_SEGMENT (UDP generic segmentation offload, Linux 4.18): the kernel
+// cuts it into the same datagrams a send per block makes, at the NIC or
+// just before it, so the socket, the routing and the packet filter are
+// passed once per window instead of once per block. Every block but a
+// file's last is 4+blksize bytes, so a run of them has the one segment
+// size GSO needs; the last, shorter, may end a run. Where the kernel or
+// the route refuses (no checksum offload, an old kernel), the sender
+// sends block by block from then on.
+
+const (
+	// gsoMaxSegments is the most datagrams in one send: the kernel's
+	// UDP_MAX_SEGMENTS, 64 before Linux 6.9.
+	gsoMaxSegments = 64
+	// gsoMaxBytes bounds the payload of one send: a UDP datagram's.
+	gsoMaxBytes = 65507
+)
+
+// gso is a transfer's segmentation state: where to send, and whether the
+// kernel took it.
+type gso struct {
+	raw syscall.RawConn
+	to  unix.Sockaddr
+	oob []byte // the UDP_SEGMENT control message, for segment size seg
+	seg int
+	off bool // not used for this transfer (refused, or not possible)
+	// sends counts the sendmsg calls that carried more than one block.
+	sends int
+}
+
+// newGSO prepares segmented sends from conn to to, or returns one that is
+// off: an IPv6 link-local client (its zone would need a lookup) and a
+// client of the other address family go block by block.
+func newGSO(conn *net.UDPConn, to *net.UDPAddr) *gso {
+	g := &gso{off: true}
+	raw, err := conn.SyscallConn()
+	if err != nil {
+		return g
+	}
+	local, _ := conn.LocalAddr().(*net.UDPAddr)
+	switch {
+	case local == nil:
+		return g
+	case to.IP.To4() != nil && local.IP.To4() != nil:
+		sa := &unix.SockaddrInet4{Port: to.Port}
+		copy(sa.Addr[:], to.IP.To4())
+		g.to = sa
+	case to.IP.To4() == nil && to.IP.To16() != nil && to.Zone == "" && local.IP.To4() == nil:
+		sa := &unix.SockaddrInet6{Port: to.Port}
+		copy(sa.Addr[:], to.IP.To16())
+		g.to = sa
+	default:
+		return g
+	}
+	g.raw, g.off = raw, false
+	return g
+}
+
+// run is how many of pkts, from the first, one send may carry: all of one
+// size but the last, which may be shorter, within the kernel's bounds.
+// Below 2 a send per block is as cheap.
+func (g *gso) run(pkts [][]byte) int {
+	if g.off || len(pkts) < 2 {
+		return 1
+	}
+	seg := len(pkts[0])
+	k, total := 1, seg
+	for k < len(pkts) && k < gsoMaxSegments && total+len(pkts[k]) <= gsoMaxBytes {
+		l := len(pkts[k])
+		if l > seg || l == 0 {
+			break
+		}
+		k, total = k+1, total+l
+		if l < seg {
+			break // a shorter one ends a run
+		}
+	}
+	return k
+}
+
+// send sends pkts (a run) in one sendmsg. It reports false, having sent
+// nothing, when the kernel refuses segmentation; then g is off.
+func (g *gso) send(pkts [][]byte) (bool, error) {
+	if seg := len(pkts[0]); seg != g.seg {
+		g.oob, g.seg = udpSegment(uint16(seg)), seg
+	}
+	var serr error
+	err := g.raw.Write(func(fd uintptr) bool {
+		_, serr = unix.SendmsgBuffers(int(fd), pkts, g.oob, g.to, 0)
+		return !errors.Is(serr, unix.EAGAIN)
+	})
+	if err == nil {
+		err = serr
+	}
+	switch {
+	case err == nil:
+		g.sends++
+		return true, nil
+	case errors.Is(err, unix.EIO), errors.Is(err, unix.EINVAL), errors.Is(err, unix.ENOPROTOOPT),
+		errors.Is(err, unix.EOPNOTSUPP), errors.Is(err, unix.EMSGSIZE):
+		g.off = true
+		return false, nil
+	}
+	return false, err
+}
+
+// udpSegment is the control message that asks the kernel to cut a send
+// into datagrams of size bytes.
+func udpSegment(size uint16) []byte {
+	b := make([]byte, unix.CmsgSpace(2))
+	h := (*unix.Cmsghdr)(unsafe.Pointer(&b[0]))
+	h.Level, h.Type = unix.SOL_UDP, unix.UDP_SEGMENT
+	h.SetLen(unix.CmsgLen(2))
+	binary.NativeEndian.PutUint16(b[unix.CmsgLen(0):], size)
+	return b
+}

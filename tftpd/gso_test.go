@@ -1,0 +1,116 @@
+package tftpd
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"net"
+	"testing"
+	"time"
+)
+
+// TestGSORun: a run is blocks of one size, ended by a shorter one or by
+// the kernel's bounds (64 segments, one UDP datagram's payload).
+func TestGSORun(t *testing.T) {
+	sizes := func(ls ...int) [][]byte {
+		var ps [][]byte
+		for _, l := range ls {
+			ps = append(ps, make([]byte, l))
+		}
+		return ps
+	}
+	repeat := func(l, n int) []int {
+		var ls []int
+		for range n {
+			ls = append(ls, l)
+		}
+		return ls
+	}
+	tests := []struct {
+		name string
+		pkts [][]byte
+		off  bool
+		want int
+	}{
+		{"a window of 4", sizes(1472, 1472, 1472, 1472), false, 4},
+		{"the file's last block ends it", sizes(1472, 1472, 100), false, 3},
+		{"a shorter one ends a run", sizes(1472, 100, 1472), false, 2},
+		{"a longer one cannot follow", sizes(100, 1472), false, 1},
+		{"one block: a plain send", sizes(1472), false, 1},
+		{"an empty last block (4 bytes)", sizes(516, 516, 4), false, 3},
+		{"44 blocks of 1472 fit a datagram, 45 do not", sizes(repeat(1472, 50)...), false, 44},
+		{"64 segments at most", sizes(repeat(516, 100)...), false, 64},
+		{"off", sizes(1472, 1472), true, 1},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := (&gso{off: tc.off}).run(tc.pkts); got != tc.want {
+				t.Errorf("run = %d, want %d", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestGSOWindowArrivesAsBlocks: a windowed transfer on loopback goes out
+// in segmented sends, and the client still receives one datagram per
+// block, each 4+blksize bytes but the last, and the whole file.
+func TestGSOWindowArrivesAsBlocks(t *testing.T) {
+	lo := &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)}
+	srv, err := net.ListenUDP("udp4", lo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	cli, err := net.ListenUDP("udp4", lo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	to := cli.LocalAddr().(*net.UDPAddr)
+	x := &sender{conn: srv, to: to, timeout: noTimeout, retries: 1, blksize: 1468, window: 4, gso: newGSO(srv, to)}
+	if x.gso.off {
+		t.Fatal("segmented sends are off for an IPv4 client of an IPv4 socket")
+	}
+	file := testFiles["ipxe.efi"]
+	type result struct {
+		n   int64
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		n, err := x.run(make(chan struct{}), bytes.NewReader(file), nil)
+		done <- result{n, err}
+	}()
+	c := newWindowClient(t, cli)
+	c.blksize, c.window, c.tid = 1468, 4, srv.LocalAddr().(*net.UDPAddr)
+	for {
+		p, _ := readPacket(t, cli)
+		if len(p) != 4+1468 && len(p)-4 != len(file)%1468 {
+			t.Fatalf("a datagram of %d bytes: want one block, %d bytes", len(p), 4+1468)
+		}
+		if took, last := c.take(p); !took {
+			t.Fatalf("block %d out of order", c.next)
+		} else if last {
+			break
+		}
+	}
+	select {
+	case r := <-done:
+		if r.err != nil || r.n != int64(len(file)) {
+			t.Fatalf("run = %d, %v; want %d, nil", r.n, r.err, len(file))
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("run did not end after the last ACK")
+	}
+	if size, sum := c.sum(); size != len(file) || sum != sha256.Sum256(file) {
+		t.Fatalf("got %d bytes, want the %d of ipxe.efi", size, len(file))
+	}
+	// Every window of two blocks or more is one send; a last window of
+	// one block goes as a plain datagram.
+	want := ipxeBlocks / 4
+	if ipxeBlocks%4 >= 2 {
+		want++
+	}
+	if x.sent != ipxeBlocks || x.gso.sends != want {
+		t.Errorf("%d datagrams in %d segmented sends; want %d in %d", x.sent, x.gso.sends, ipxeBlocks, want)
+	}
+}
