@@ -54,17 +54,7 @@ func TestGSORun(t *testing.T) {
 // in segmented sends, and the client still receives one datagram per
 // block, each 4+blksize bytes but the last, and the whole file.
 func TestGSOWindowArrivesAsBlocks(t *testing.T) {
-	lo := &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)}
-	srv, err := net.ListenUDP("udp4", lo)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Close()
-	cli, err := net.ListenUDP("udp4", lo)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cli.Close()
+	srv, cli := socketPair(t)
 	to := cli.LocalAddr().(*net.UDPAddr)
 	x := &sender{conn: srv, to: to, timeout: noTimeout, retries: 1, blksize: 1468, window: 4, gso: newGSO(srv, to)}
 	if x.gso.off {

@@ -284,6 +284,22 @@ func (c *windowClient) finish() (int, [32]byte) {
 	}
 }
 
+// socketPair is two UDP sockets on 127.0.0.1, for a sender driven without
+// a Server; both close when the test ends.
+func socketPair(t testing.TB) (srv, cli *net.UDPConn) {
+	t.Helper()
+	lo := &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)}
+	for _, c := range []**net.UDPConn{&srv, &cli} {
+		conn, err := net.ListenUDP("udp4", lo)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = conn.Close() })
+		*c = conn
+	}
+	return srv, cli
+}
+
 func dialRaw(t testing.TB, server string, pkt []byte) *net.UDPConn {
 	t.Helper()
 	return dialFrom(t, "127.0.0.1", server, pkt)

@@ -377,17 +377,7 @@ func TestSlowClientEndsAtTimeLimit(t *testing.T) {
 // at once without what is queued. An ACK that arrived by the time limit
 // (here before the sender even read) still completes the transfer.
 func TestTimeLimitTakesQueuedACKs(t *testing.T) {
-	lo := &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)}
-	srv, err := net.ListenUDP("udp4", lo)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Close()
-	cli, err := net.ListenUDP("udp4", lo)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cli.Close()
+	srv, cli := socketPair(t)
 	ack(t, cli, srv.LocalAddr().(*net.UDPAddr), 1) // queued before DATA 1 goes
 	x := &sender{conn: srv, to: cli.LocalAddr().(*net.UDPAddr), timeout: time.Second, retries: 5,
 		blksize: 512, window: 1, end: time.Now().Add(-time.Millisecond)}
