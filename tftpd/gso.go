@@ -12,18 +12,26 @@ import (
 
 // A window of DATA blocks goes to the kernel in one sendmsg with
 // UDP_SEGMENT (UDP generic segmentation offload, Linux 4.18): the kernel
-// cuts it into the same datagrams a send per block makes, at the NIC or
-// just before it, so the socket, the routing and the packet filter are
-// passed once per window instead of once per block. Every block but a
-// file's last is 4+blksize bytes, so a run of them has the one segment
-// size GSO needs; the last, shorter, may end a run. Where the kernel or
-// the route refuses (no checksum offload, an old kernel), the sender
-// sends block by block from then on.
+// cuts it into one datagram per block, with the payloads, ports, TOS and
+// priority a send per block has, at the NIC or just before it, so the
+// socket, the routing and the packet filter are passed once per window
+// instead of once per block. Two things differ on the wire: an IPv4
+// segment goes without DF (the kernel sets DF by the size of what it was
+// given, larger than the MTU) and so with an IP ID; and netfilter and tc
+// see one packet of up to 64 KiB per window. Every block but a file's
+// last is 4+blksize bytes, so a run of them has the one segment size GSO
+// needs; the last, shorter, may end a run. A kernel without UDP_SEGMENT
+// (before 4.18 it would ignore the control message and send one large
+// datagram) is found by getsockopt before the first send; where the
+// kernel refuses a send (an IPsec route, no checksum offload before
+// Linux 6.11), the sender sends block by block from then on.
 
 const (
-	// gsoMaxSegments is the most datagrams in one send: the kernel's
-	// UDP_MAX_SEGMENTS, 64 before Linux 6.9.
-	gsoMaxSegments = 64
+	// gsoMaxSegments is the most datagrams in one send: one under the
+	// kernel's UDP_MAX_SEGMENTS (64 before Linux 6.9), which kernels
+	// before 5.11 compared with the length including the IP and UDP
+	// headers, refusing 64 full segments.
+	gsoMaxSegments = 63
 	// gsoMaxBytes bounds the payload of one send: a UDP datagram's.
 	gsoMaxBytes = 65507
 )
@@ -41,12 +49,19 @@ type gso struct {
 }
 
 // newGSO prepares segmented sends from conn to to, or returns one that is
-// off: an IPv6 link-local client (its zone would need a lookup) and a
-// client of the other address family go block by block.
+// off: a kernel without UDP_SEGMENT, an IPv6 link-local client (its zone
+// would need a lookup) and a client of the other address family go block
+// by block.
 func newGSO(conn *net.UDPConn, to *net.UDPAddr) *gso {
 	g := &gso{off: true}
 	raw, err := conn.SyscallConn()
 	if err != nil {
+		return g
+	}
+	var optErr error
+	if err := raw.Control(func(fd uintptr) {
+		_, optErr = unix.GetsockoptInt(int(fd), unix.SOL_UDP, unix.UDP_SEGMENT)
+	}); err != nil || optErr != nil {
 		return g
 	}
 	local, _ := conn.LocalAddr().(*net.UDPAddr)
@@ -90,8 +105,11 @@ func (g *gso) run(pkts [][]byte) int {
 	return k
 }
 
-// send sends pkts (a run) in one sendmsg. It reports false, having sent
-// nothing, when the kernel refuses segmentation; then g is off.
+// send sends pkts (a run) in one sendmsg. It reports false when the
+// kernel refuses segmentation; then g is off. The kernel refuses before
+// anything leaves, but for an EMSGSIZE after a reroute or a path MTU
+// change on the way out: then some blocks of the run go twice, which a
+// client ignores as it does any copy.
 func (g *gso) send(pkts [][]byte) (bool, error) {
 	if seg := len(pkts[0]); seg != g.seg {
 		g.oob, g.seg = udpSegment(uint16(seg)), seg
@@ -119,7 +137,8 @@ func (g *gso) send(pkts [][]byte) (bool, error) {
 // udpSegment is the control message that asks the kernel to cut a send
 // into datagrams of size bytes.
 func udpSegment(size uint16) []byte {
-	b := make([]byte, unix.CmsgSpace(2))
+	words := make([]uint64, (unix.CmsgSpace(2)+7)/8) // a Cmsghdr's alignment
+	b := unsafe.Slice((*byte)(unsafe.Pointer(&words[0])), unix.CmsgSpace(2))
 	h := (*unix.Cmsghdr)(unsafe.Pointer(&b[0]))
 	h.Level, h.Type = unix.SOL_UDP, unix.UDP_SEGMENT
 	h.SetLen(unix.CmsgLen(2))
