@@ -24,7 +24,9 @@ func (l *logBuffer) Write(p []byte) (int, error) {
 	return l.b.Write(p)
 }
 
-// line is the last line logged with msg, decoded; nil if none.
+// line is the first line logged with msg, decoded; nil if none. The first:
+// a later renewal on a loaded machine may log the same message for a later
+// window.
 func (l *logBuffer) line(t *testing.T, msg string) map[string]any {
 	t.Helper()
 	l.mu.Lock()
@@ -36,7 +38,7 @@ func (l *logBuffer) line(t *testing.T, msg string) map[string]any {
 		if err := json.Unmarshal([]byte(raw), &m); err != nil {
 			t.Fatalf("log line %q: %v", raw, err)
 		}
-		if m["msg"] == msg {
+		if m["msg"] == msg && found == nil {
 			found = m
 		}
 	}
@@ -59,15 +61,40 @@ func openLogged(t *testing.T, ttl time.Duration) (*harness, *stall, *logBuffer) 
 
 // stallPastWindow stalls the renewals with the watchdog stopped (a paused
 // process: nothing runs) until the window is over, and returns its end.
-func stallPastWindow(t *testing.T, h *harness, s *stall) time.Time {
+// It reports false when the machine was too slow to stop the watchdog
+// before the window ran out (the watchdog then closed the gate itself,
+// which is not the case under test); the caller tries a fresh node.
+func stallPastWindow(t *testing.T, h *harness, s *stall) (time.Time, bool) {
 	t.Helper()
 	s.block(t)
 	h.node.mu.Lock()
-	h.node.watchdog.Stop()
-	until := h.node.win.until
+	stopped := h.node.watchdog.Stop() // false: it fired already
+	open, until := h.node.win.open, h.node.win.until
 	h.node.mu.Unlock()
+	if !stopped || !open {
+		return time.Time{}, false
+	}
 	time.Sleep(time.Until(until) + 100*time.Millisecond)
-	return until
+	return until, true
+}
+
+// pastWindow opens a logged node with ttl and stalls it past its window
+// (see stallPastWindow), on a fresh node if the machine was too slow, a
+// few times at most. The stall is left armed.
+func pastWindow(t *testing.T, ttl time.Duration) (*harness, *stall, *logBuffer, time.Time) {
+	t.Helper()
+	for try := 1; ; try++ {
+		h, s, buf := openLogged(t, ttl)
+		until, ok := stallPastWindow(t, h, s)
+		if ok {
+			return h, s, buf, until
+		}
+		s.unblock()
+		h.close()
+		if try == 5 {
+			t.Fatalf("the watchdog fired before the test could stop it, %d times: the machine is too slow for a %s window", try, ttl)
+		}
+	}
 }
 
 // validUntil is the line's valid_until; zero when it has none.
@@ -94,10 +121,9 @@ const (
 // window's end, when the gate really closed, so a reader of the log does
 // not take the late line's time for it.
 func TestLapsedRenewalLineCarriesTheWindowsEnd(t *testing.T) {
-	h, s, buf := openLogged(t, 300*time.Millisecond)
+	h, s, buf, until := pastWindow(t, 300*time.Millisecond)
 	defer h.close()
 	defer s.unblock()
-	until := stallPastWindow(t, h, s)
 	s.unblock()
 	waitFor(t, func() bool { return buf.line(t, lapsedMsg) != nil })
 	if got := validUntil(t, buf.line(t, lapsedMsg)); !got.Equal(until.Round(0)) {
@@ -109,10 +135,9 @@ func TestLapsedRenewalLineCarriesTheWindowsEnd(t *testing.T) {
 // already run out says when it ran out; one that closes an open window
 // closes it as it is logged and has no valid_until.
 func TestFenceLineCarriesTheWindowsEndOnlyWhenItHadRunOut(t *testing.T) {
-	h, s, buf := openLogged(t, 300*time.Millisecond)
+	h, s, buf, until := pastWindow(t, 300*time.Millisecond)
 	defer h.close()
 	defer s.unblock()
-	until := stallPastWindow(t, h, s)
 	h.node.fence(fenceLeadershipLost, "test: leadership lost after the window ran out", true)
 	if got := validUntil(t, buf.line(t, closedMsg)); !got.Equal(until.Round(0)) {
 		t.Errorf("%q after the window ran out: valid_until %v; want the window's end %v", closedMsg, got, until.Round(0))
