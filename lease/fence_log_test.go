@@ -14,8 +14,16 @@ import (
 
 // logBuffer collects a node's JSON log lines.
 type logBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
+	mu   sync.Mutex
+	b    strings.Builder
+	from int // line reads only what was logged after this offset (mark)
+}
+
+// mark makes line read only what is logged from now on.
+func (l *logBuffer) mark() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.from = l.b.Len()
 }
 
 func (l *logBuffer) Write(p []byte) (int, error) {
@@ -24,16 +32,20 @@ func (l *logBuffer) Write(p []byte) (int, error) {
 	return l.b.Write(p)
 }
 
-// line is the first line logged with msg, decoded; nil if none. The first:
-// a later renewal on a loaded machine may log the same message for a later
-// window.
+// line is the first line logged with msg since the mark, decoded; nil if
+// none. The first: a later renewal on a loaded machine may log the same
+// message for a later window (and an earlier one, before the mark, for an
+// earlier window).
 func (l *logBuffer) line(t *testing.T, msg string) map[string]any {
 	t.Helper()
 	l.mu.Lock()
-	text := l.b.String()
+	text := l.b.String()[l.from:]
 	l.mu.Unlock()
 	var found map[string]any
 	for _, raw := range strings.Split(strings.TrimSpace(text), "\n") {
+		if raw == "" {
+			continue // nothing logged since the mark
+		}
 		var m map[string]any
 		if err := json.Unmarshal([]byte(raw), &m); err != nil {
 			t.Fatalf("log line %q: %v", raw, err)
@@ -60,13 +72,16 @@ func openLogged(t *testing.T, ttl time.Duration) (*harness, *stall, *logBuffer) 
 }
 
 // stallPastWindow stalls the renewals with the watchdog stopped (a paused
-// process: nothing runs) until the window is over, and returns its end.
-// It reports false when the machine was too slow to stop the watchdog
-// before the window ran out (the watchdog then closed the gate itself,
-// which is not the case under test); the caller tries a fresh node.
-func stallPastWindow(t *testing.T, h *harness, s *stall) (time.Time, bool) {
+// process: nothing runs) until the window is over, and returns its end;
+// buf reads only what is logged from the stall on. It reports false when
+// the machine was too slow to stop the watchdog before the window ran out,
+// or a watchdog call already under way closed the gate anyway (the
+// watchdog, not the late renewal, then logs the fence, which is not the
+// case under test); the caller tries a fresh node.
+func stallPastWindow(t *testing.T, h *harness, s *stall, buf *logBuffer) (time.Time, bool) {
 	t.Helper()
 	s.block(t)
+	buf.mark() // what the holder logged before the stall is not this window's
 	h.node.mu.Lock()
 	stopped := h.node.watchdog.Stop() // false: it fired already
 	open, until := h.node.win.open, h.node.win.until
@@ -75,7 +90,7 @@ func stallPastWindow(t *testing.T, h *harness, s *stall) (time.Time, bool) {
 		return time.Time{}, false
 	}
 	time.Sleep(time.Until(until) + 100*time.Millisecond)
-	return until, true
+	return until, buf.line(t, watchdogMsg) == nil
 }
 
 // pastWindow opens a logged node with ttl and stalls it past its window
@@ -83,18 +98,28 @@ func stallPastWindow(t *testing.T, h *harness, s *stall) (time.Time, bool) {
 // few times at most. The stall is left armed.
 func pastWindow(t *testing.T, ttl time.Duration) (*harness, *stall, *logBuffer, time.Time) {
 	t.Helper()
-	for try := 1; ; try++ {
-		h, s, buf := openLogged(t, ttl)
-		until, ok := stallPastWindow(t, h, s)
-		if ok {
+	for try := 1; try <= 5; try++ {
+		if h, s, buf, until, ok := tryPastWindow(t, ttl); ok {
 			return h, s, buf, until
 		}
-		s.unblock()
-		h.close()
-		if try == 5 {
-			t.Fatalf("the watchdog fired before the test could stop it, %d times: the machine is too slow for a %s window", try, ttl)
-		}
 	}
+	t.Fatalf("the watchdog closed the gate before the test could stop it, 5 times: the machine is too slow for a %s window", ttl)
+	return nil, nil, nil, time.Time{}
+}
+
+// tryPastWindow is one try of pastWindow; it closes the node unless it
+// returns it (also when the stall fails the test).
+func tryPastWindow(t *testing.T, ttl time.Duration) (h *harness, s *stall, buf *logBuffer, until time.Time, ok bool) {
+	t.Helper()
+	h, s, buf = openLogged(t, ttl)
+	defer func() {
+		if !ok {
+			s.unblock()
+			h.close()
+		}
+	}()
+	until, ok = stallPastWindow(t, h, s, buf)
+	return h, s, buf, until, ok
 }
 
 // validUntil is the line's valid_until; zero when it has none.
@@ -112,8 +137,9 @@ func validUntil(t *testing.T, line map[string]any) time.Time {
 }
 
 const (
-	lapsedMsg = "lease: fenced: the window had run out before this renewal (was the process paused?)"
-	closedMsg = "lease: fenced: the gate is closed"
+	lapsedMsg   = "lease: fenced: the window had run out before this renewal (was the process paused?)"
+	closedMsg   = "lease: fenced: the gate is closed"
+	watchdogMsg = "lease: fenced: the window ran out without a renewal; the gate is closed"
 )
 
 // A renewal that finds the window already over (the process was paused
