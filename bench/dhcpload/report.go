@@ -37,7 +37,10 @@ func writeTable(w io.Writer, res Result) error {
 	if s := res.ScheduleLag; s != nil {
 		fmt.Fprintf(tw, "send lag ms\tp50 %.3f  p99 %.3f  max %.3f\n", s.P50, s.P99, s.Max)
 	}
-	fmt.Fprintf(tw, "unmatched\t%d (late, duplicate or foreign xid)\n", res.Unmatched)
+	fmt.Fprintf(tw, "unmatched\t%d (late or duplicate)\n", res.Unmatched)
+	if res.Foreign > 0 {
+		fmt.Fprintf(tw, "foreign\t%d (replies to xids this run did not send; in no server's count)\n", res.Foreign)
+	}
 	if res.WrongMAC+res.Malformed > 0 {
 		fmt.Fprintf(tw, "bad replies\t%d wrong chaddr, %d malformed\n", res.WrongMAC, res.Malformed)
 	}

@@ -9,7 +9,8 @@ import (
 // receiverStats is what the receiver goroutine counts.
 type receiverStats struct {
 	answered   uint64 // first proxy offer for a pending request
-	unmatched  uint64 // proxy offers for no pending xid: late, duplicate or foreign
+	unmatched  uint64 // proxy offers for an xid of this run no longer pending: late or duplicate
+	foreign    uint64 // replies to an xid this run did not send (in no server's count)
 	wrongMAC   uint64 // proxy offers whose chaddr is not the request's MAC
 	malformed  uint64
 	readErrors uint64
@@ -79,6 +80,7 @@ type Result struct {
 	Latency      Latency      `json:"latency"`
 	ScheduleLag  *Latency     `json:"schedule_lag,omitempty"`
 	Unmatched    uint64       `json:"unmatched"`
+	Foreign      uint64       `json:"foreign"`
 	WrongMAC     uint64       `json:"wrong_mac"`
 	Malformed    uint64       `json:"malformed"`
 	Servers      []ServerStat `json:"servers"`
@@ -98,7 +100,7 @@ func (r *runner) result() Result {
 		Mode: "closed", Outstanding: r.spec.Outstanding, MACs: len(r.pkts),
 		Target: r.spec.Target.String(), ElapsedS: elapsed.Seconds(),
 		Sent: sent, Offers: rec.answered, Lost: r.lost.Load(),
-		Latency: summarize(&rec.hist), Unmatched: rec.unmatched,
+		Latency: summarize(&rec.hist), Unmatched: rec.unmatched, Foreign: rec.foreign,
 		WrongMAC: rec.wrongMAC, Malformed: rec.malformed, Servers: sortedServers(rec.servers),
 	}
 	if r.spec.Rate > 0 {

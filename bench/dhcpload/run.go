@@ -242,6 +242,15 @@ func (r *runner) handle(pkt []byte, from net.Addr, now time.Time) {
 		r.recv.malformed++
 		return
 	}
+	// xids run from base up, one per request sent (next counts it before
+	// the send): any other is not this run's to count. It is another
+	// client's on the LAN, or an answer to an earlier run still on its
+	// way: dnsmasq pings an address before it offers it and can answer
+	// seconds late.
+	if uint64(rep.XID-r.base) >= r.seq.Load() {
+		r.recv.foreign++
+		return
+	}
 	proxy := r.recv.account(rep, from)
 	if !proxy || (r.spec.ServerID.IsValid() && rep.ServerID != r.spec.ServerID) {
 		return

@@ -22,6 +22,7 @@ type peer struct {
 	Plain     bool // also answer with a plain offer
 	WrongMAC  bool // put another chaddr in the proxy offer
 	Twice     bool // send the proxy offer twice
+	Foreign   bool // also answer, from server 10.0.0.3, an xid that was not asked
 	Delay     time.Duration
 }
 
@@ -67,6 +68,14 @@ func (p peer) replies(req *dhcpv4.DHCPv4) [][]byte {
 	if p.Twice {
 		out = append(out, proxy.ToBytes())
 	}
+	if p.Foreign {
+		other, _ := dhcpv4.NewReplyFromRequest(req,
+			dhcpv4.WithMessageType(dhcpv4.MessageTypeOffer),
+			dhcpv4.WithOption(dhcpv4.OptClassIdentifier("PXEClient")),
+			dhcpv4.WithOption(dhcpv4.OptServerIdentifier(net.IPv4(10, 0, 0, 3))))
+		other.TransactionID[0] ^= 0x80 // an earlier run's, or another client's
+		out = append([][]byte{other.ToBytes()}, out...)
+	}
 	if p.Plain {
 		plain, _ := dhcpv4.NewReplyFromRequest(req,
 			dhcpv4.WithMessageType(dhcpv4.MessageTypeOffer),
@@ -109,6 +118,13 @@ func TestRunAgainstLoopbackPeer(t *testing.T) {
 			want: Result{Mode: "open", Rate: 2000, MACs: 50, Sent: 200, Offers: 200, Unmatched: 200,
 				Servers: []ServerStat{{Server: "10.0.0.2", Replies: 400, ProxyOffers: 400}}},
 			slack: 1,
+		},
+		{
+			name: "replies to xids not sent count in no server",
+			peer: peer{Foreign: true},
+			opts: options{Outstanding: 4, Requests: 40},
+			want: Result{Mode: "closed", Outstanding: 4, MACs: 50, Sent: 40, Offers: 40, Foreign: 40,
+				Servers: []ServerStat{{Server: "10.0.0.2", Replies: 40, ProxyOffers: 40}}},
 		},
 		{
 			name: "wrong chaddr is no answer",
