@@ -6,8 +6,9 @@
 //
 // It counts proxy offers (yiaddr 0.0.0.0 and option 60 "PXEClient", the
 // shape of RFC 4578 / PXE 2.1 proxyDHCP replies) as answers and reports
-// every other reply per server (option 54), so one run can show who
-// answered. Load is either closed-loop (-outstanding K requests in flight)
+// every other reply to its requests per server (option 54), so one run can
+// show who answered; replies to xids it did not send (another client's, an
+// earlier run's) are counted apart as foreign. Load is either closed-loop (-outstanding K requests in flight)
 // or open-loop (-rate R requests per second on a fixed schedule; latency is
 // measured from the actual send, and how far sends fell behind the schedule
 // is reported too, so a slow sender cannot hide queueing). Results come as a table or, with -json, as one JSON object.

@@ -87,10 +87,7 @@ type Result struct {
 }
 
 func (r *runner) result() Result {
-	sent := r.seq.Load()
-	if r.spec.Requests > 0 {
-		sent = min(sent, r.spec.Requests)
-	}
+	sent := r.sentBound()
 	rec := &r.recv
 	elapsed := time.Duration(r.lastSend.Load())
 	if !rec.lastAnswer.IsZero() {

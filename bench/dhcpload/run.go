@@ -86,6 +86,16 @@ func (r *runner) next(ctx context.Context, end time.Time) (uint64, bool) {
 	return n, true
 }
 
+// sentBound is one past the last request number next has handed out
+// (Requests at most): the xids base .. base+sentBound-1 are this run's.
+func (r *runner) sentBound() uint64 {
+	n := r.seq.Load()
+	if r.spec.Requests > 0 {
+		n = min(n, r.spec.Requests)
+	}
+	return n
+}
+
 // send registers request n and sends it; buf is the caller's scratch.
 func (r *runner) send(buf []byte, n uint64, done chan struct{}) (uint32, error) {
 	xid := r.base + uint32(n)
@@ -244,10 +254,10 @@ func (r *runner) handle(pkt []byte, from net.Addr, now time.Time) {
 	}
 	// xids run from base up, one per request sent (next counts it before
 	// the send): any other is not this run's to count. It is another
-	// client's on the LAN, or an answer to an earlier run still on its
-	// way: dnsmasq pings an address before it offers it and can answer
-	// seconds late.
-	if uint64(rep.XID-r.base) >= r.seq.Load() {
+	// client's on the LAN, or an answer to an earlier run on the same port
+	// still on its way: a run ends at its last proxy offer, and an
+	// ordinary DHCP server on the LAN may still be answering its requests.
+	if uint64(rep.XID-r.base) >= r.sentBound() {
 		r.recv.foreign++
 		return
 	}
