@@ -8,10 +8,12 @@
 // shape of RFC 4578 / PXE 2.1 proxyDHCP replies) as answers and reports
 // every other reply to its requests per server (option 54), so one run can
 // show who answered; replies to xids it did not send (another client's, an
-// earlier run's) are counted apart as foreign. Load is either closed-loop (-outstanding K requests in flight)
-// or open-loop (-rate R requests per second on a fixed schedule; latency is
-// measured from the actual send, and how far sends fell behind the schedule
-// is reported too, so a slow sender cannot hide queueing). Results come as a table or, with -json, as one JSON object.
+// earlier run's) are counted apart as foreign. Load is either closed-loop
+// (-outstanding K requests in flight) or open-loop (-rate R requests per
+// second on a fixed schedule; latency is measured from the actual send, and
+// how far sends fell behind the schedule is reported too, so a slow sender
+// cannot hide queueing). Results come as a table or, with -json, as one
+// JSON object.
 //
 // It binds UDP 68 (or -listen) with SO_REUSEADDR and SO_BROADCAST: run it in
 // a network namespace of its own, next to the server under test, never on a

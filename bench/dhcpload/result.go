@@ -23,6 +23,14 @@ func newReceiverStats() receiverStats {
 	return receiverStats{servers: make(map[string]*ServerStat)}
 }
 
+// The per-server table holds the first maxServers servers to answer; any
+// later one is counted under otherServers. A stranger on the LAN sees the
+// broadcast xids and could otherwise add a row per forged option 54.
+const (
+	maxServers   = 64
+	otherServers = "other"
+)
+
 // account counts a reply under its server (option 54, else the source
 // address) and reports whether it is a proxy offer.
 func (s *receiverStats) account(rep reply, from net.Addr) bool {
@@ -31,6 +39,10 @@ func (s *receiverStats) account(rep reply, from net.Addr) bool {
 		id = rep.ServerID.String()
 	}
 	st := s.servers[id]
+	if st == nil && len(s.servers) >= maxServers {
+		id = otherServers
+		st = s.servers[id]
+	}
 	if st == nil {
 		st = &ServerStat{Server: id}
 		s.servers[id] = st

@@ -222,3 +222,42 @@ func runPeerCtx(ctx context.Context, t *testing.T, p peer, o options) Result {
 func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }
+
+// A stranger on the LAN sees the DISCOVERs (they are broadcast), so it
+// can answer a xid of the run from as many server ids as it likes: the
+// per-server table must stay bounded, with every reply still counted.
+func TestServerTableIsBounded(t *testing.T) {
+	const base, replies = 0xfffffff0, 10_000
+	macs := [][6]byte{{2, 0x5b, 0, 0, 0, 1}}
+	r := newRunner(loadSpec{}, nil, [][]byte{nil}, macs, base)
+	r.seq.Store(1) // request 0 sent: xid base is the run's
+	req, err := dhcpv4.NewDiscovery(net.HardwareAddr(macs[0][:]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.TransactionID = dhcpv4.TransactionID{0xff, 0xff, 0xff, 0xf0}
+	from := &net.UDPAddr{IP: net.IPv4(10, 9, 9, 9), Port: 67}
+	for i := range replies {
+		rep, err := dhcpv4.NewReplyFromRequest(req,
+			dhcpv4.WithMessageType(dhcpv4.MessageTypeOffer),
+			dhcpv4.WithOption(dhcpv4.OptServerIdentifier(net.IPv4(10, 1, byte(i>>8), byte(i)))))
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.handle(rep.ToBytes(), from, time.Now())
+	}
+	res := r.result()
+	if len(res.Servers) > maxServers+1 {
+		t.Errorf("%d distinct server ids gave %d rows; want at most %d", replies, len(res.Servers), maxServers+1)
+	}
+	var total uint64
+	for _, s := range res.Servers {
+		total += s.Replies
+	}
+	if total != replies || res.Foreign != 0 {
+		t.Errorf("%d replies counted in the table, %d foreign; want all %d in the table", total, res.Foreign, replies)
+	}
+	if last := res.Servers[len(res.Servers)-1]; last.Server != otherServers || last.Replies != replies-maxServers {
+		t.Errorf("last row %+v; want %q with the %d replies past the first %d servers", last, otherServers, replies-maxServers, maxServers)
+	}
+}
