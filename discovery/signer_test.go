@@ -60,8 +60,41 @@ func TestVerifyAssertionTamper(t *testing.T) {
 	}
 }
 
+// signerWithKIDPrefix is a fresh signer whose key id starts with c: one
+// key in 64 has any given first character, so a few hundred tries find one
+// (the bound fails the test rather than loop: missing in 5,000 tries has a
+// chance under 1e-34).
+func signerWithKIDPrefix(t *testing.T, c byte) *Signer {
+	t.Helper()
+	for range 5000 {
+		if s := newTestSigner(t); s.KID()[0] == c {
+			return s
+		}
+	}
+	t.Fatalf("no key id starting with %q in 5000 keys", c)
+	return nil
+}
+
+// otherKID is kid with its first character replaced by a different one,
+// so the result is never kid itself.
+func otherKID(kid string) string {
+	if kid[0] == 'A' {
+		return "B" + kid[1:]
+	}
+	return "A" + kid[1:]
+}
+
+// TestVerifyTamper runs each tampering against a random key and against
+// keys whose id starts with the characters the "wrong kid" case swaps in
+// ('A', and 'x', which it swapped in before and which left one key in 64
+// unchanged, so that its signature verified).
 func TestVerifyTamper(t *testing.T) {
-	s := newTestSigner(t)
+	for _, s := range []*Signer{newTestSigner(t), signerWithKIDPrefix(t, 'x'), signerWithKIDPrefix(t, 'A')} {
+		t.Run(s.KID()[:4], func(t *testing.T) { verifyTamper(t, s) })
+	}
+}
+
+func verifyTamper(t *testing.T, s *Signer) {
 	parts := [][]byte{[]byte("body"), []byte("more")}
 	sig, err := s.Sign("purpose-a", parts...)
 	if err != nil {
@@ -81,7 +114,7 @@ func TestVerifyTamper(t *testing.T) {
 		{"part boundary moved", "purpose-a", [][]byte{[]byte("bod"), []byte("ymore")}, sig},
 		{"part dropped", "purpose-a", parts[:1], sig},
 		{"part added", "purpose-a", append(append([][]byte{}, parts...), nil), sig},
-		{"wrong kid", "purpose-a", parts, &commonv1.Signature{Kid: "x" + sig.GetKid()[1:], Sig: sig.GetSig()}},
+		{"wrong kid", "purpose-a", parts, &commonv1.Signature{Kid: otherKID(sig.GetKid()), Sig: sig.GetSig()}},
 		{"nil signature", "purpose-a", parts, nil},
 	}
 	for _, tt := range tests {
