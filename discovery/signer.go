@@ -47,7 +47,7 @@ func NewSigner(key *ecdsa.PrivateKey) (*Signer, error) {
 // KeyID returns the kid of a P-256 public key: base64url without padding
 // of SHA-256 over its SubjectPublicKeyInfo DER.
 func KeyID(pub *ecdsa.PublicKey) (string, error) {
-	if pub == nil || pub.Curve != elliptic.P256() {
+	if pub == nil || pub.Curve != elliptic.P256() || pub.X == nil || pub.Y == nil {
 		return "", errors.New("discovery: key id: not an ECDSA P-256 public key")
 	}
 	spki, err := x509.MarshalPKIXPublicKey(pub)
@@ -98,7 +98,7 @@ func Verify(pub *ecdsa.PublicKey, sig *commonv1.Signature, purpose string, parts
 		return errors.New("discovery: verify: no signature")
 	}
 	if sig.GetKid() != kid {
-		return fmt.Errorf("discovery: verify: signature kid %q is not the key's %q", sig.GetKid(), kid)
+		return fmt.Errorf("discovery: verify: signature kid %s is not the key's %q", quoteKID(sig.GetKid()), kid)
 	}
 	if len(sig.GetSig()) != sigLen {
 		return fmt.Errorf("discovery: verify: signature is %d bytes, want %d (r‖s)", len(sig.GetSig()), sigLen)
@@ -114,6 +114,20 @@ func Verify(pub *ecdsa.PublicKey, sig *commonv1.Signature, purpose string, parts
 		return fmt.Errorf("discovery: verify: bad %s signature by %s", purpose, kid)
 	}
 	return nil
+}
+
+// maxQuotedKID is the most of a kid an error quotes: a real one is 43
+// bytes; the signer of a message chooses the kid it carries, and an error
+// ends up in logs.
+const maxQuotedKID = 64
+
+// quoteKID quotes kid for an error, cut to maxQuotedKID bytes with its
+// length said when longer.
+func quoteKID(kid string) string {
+	if len(kid) <= maxQuotedKID {
+		return fmt.Sprintf("%q", kid)
+	}
+	return fmt.Sprintf("%q… (%d bytes)", kid[:maxQuotedKID], len(kid))
 }
 
 // ParsePublicKeyPEM reads a PEM "PUBLIC KEY" block (what PublicKeyPEM

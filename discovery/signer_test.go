@@ -4,6 +4,7 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"strings"
 	"testing"
 
 	commonv1 "github.com/siteboot/siteboot/gen/bettercompute/common/v1"
@@ -160,5 +161,42 @@ func TestParsePublicKeyPEMRoundTrip(t *testing.T) {
 	}
 	if _, err := ParsePublicKeyPEM([]byte("not pem")); err == nil {
 		t.Fatal("garbage accepted")
+	}
+}
+
+// TestVerifyQuotesLongKIDCut: the kid is the signer's choice; an error
+// quotes at most maxQuotedKID bytes of it, not a megabyte into a log line.
+func TestVerifyQuotesLongKIDCut(t *testing.T) {
+	s := newTestSigner(t)
+	sig, err := s.Sign("purpose-a", []byte("body"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	kid := strings.Repeat("\x01", 1<<20)
+	err = Verify(s.Public(), &commonv1.Signature{Kid: kid, Sig: sig.GetSig()}, "purpose-a", []byte("body"))
+	if err == nil {
+		t.Fatal("a signature with a foreign kid verified")
+	}
+	if n := len(err.Error()); n > 512 {
+		t.Fatalf("error is %d bytes, want at most 512: the kid is quoted whole", n)
+	}
+	if !strings.Contains(err.Error(), "(1048576 bytes)") {
+		t.Fatalf("error %q does not say how long the kid was", err)
+	}
+}
+
+// TestKeyIDRefusesKeyWithoutPoint: a P-256 key with no coordinates is an
+// error, not a panic inside the encoder.
+func TestKeyIDRefusesKeyWithoutPoint(t *testing.T) {
+	if _, err := KeyID(&ecdsa.PublicKey{Curve: elliptic.P256()}); err == nil {
+		t.Fatal("KeyID of a key without a point succeeded")
+	}
+	s := newTestSigner(t)
+	sig, err := s.Sign("p", []byte("x"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := Verify(&ecdsa.PublicKey{Curve: elliptic.P256()}, sig, "p", []byte("x")); err == nil {
+		t.Fatal("Verify with a key without a point succeeded")
 	}
 }
