@@ -152,7 +152,7 @@ func ParseJWKS(data []byte) (*KeySet, error) {
 			return nil, &KeySetError{Key: i, Reason: err.Error()}
 		}
 		if _, dup := s.keys[k.Kid]; dup {
-			return nil, &KeySetError{Key: i, Reason: fmt.Sprintf("kid %q appears twice", k.Kid)}
+			return nil, &KeySetError{Key: i, Reason: fmt.Sprintf("kid %s appears twice", quoteKID(k.Kid))}
 		}
 		s.keys[k.Kid] = pub
 		s.kids = append(s.kids, k.Kid)
@@ -216,7 +216,7 @@ func parseJWK(k jwk) (*ecdsa.PublicKey, error) {
 		return nil, err
 	}
 	if k.Kid != kid {
-		return nil, fmt.Errorf("kid %q is not the key's kid %q", k.Kid, kid)
+		return nil, fmt.Errorf("kid %s is not the key's kid %q", quoteKID(k.Kid), kid)
 	}
 	return pub, nil
 }

@@ -123,6 +123,7 @@ func TestParseJWKSRefusals(t *testing.T) {
 		{"private key", setOf(t, with(good, func(k *jwk) { k.D = "AAAA" })), "private key"},
 		{"no kid", setOf(t, with(good, func(k *jwk) { k.Kid = "" })), "kid: missing"},
 		{"kid of another key", setOf(t, with(good, func(k *jwk) { k.Kid = other.KID() })), "is not the key's kid"},
+		{"long kid quoted cut", setOf(t, with(good, func(k *jwk) { k.Kid = strings.Repeat("k", 3000) })), `… (3000 bytes) is not the key's kid`},
 		{"kid swapped between keys", setOf(t, good, with(otherJWK, func(k *jwk) { k.Kid = v.KID })), `keys[1]: kid "` + v.KID + `" is not the key's kid`},
 		{"duplicate kid", setOf(t, otherJWK, good, otherJWK), "keys[2]: kid " + `"` + other.KID() + `" appears twice`},
 		{"x short", setOf(t, with(good, func(k *jwk) { k.X = k.X[:42] })), "x: want unpadded base64url of 32 bytes"},

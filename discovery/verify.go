@@ -82,7 +82,7 @@ func VerifyAssertionText(text string, p VerifyPolicy) (Checked, error) {
 	c.KID = sa.GetSig().GetKid()
 	pub, ok := p.Keys.Lookup(c.KID)
 	if !ok {
-		return c, refuse(ReasonUnknownKey, "kid %q is not among the %d keys given", c.KID, len(p.Keys.KIDs()))
+		return c, refuse(ReasonUnknownKey, "kid %s is not among the %d keys given", quoteKID(c.KID), len(p.Keys.KIDs()))
 	}
 	a, err := VerifyAssertion(pub, sa)
 	if err != nil {

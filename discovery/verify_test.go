@@ -243,3 +243,20 @@ func BenchmarkVerifyAssertionText(b *testing.B) {
 		}
 	}
 }
+
+// An unknown kid is quoted cut in the refusal: the text's sender chose it,
+// and %q of control bytes is four times their length.
+func TestVerifyAssertionTextQuotesLongKIDCut(t *testing.T) {
+	s := newTestSigner(t)
+	sa, _ := s.SignAssertion(vectorAssertion())
+	long := proto.CloneOf(sa)
+	long.Sig.Kid = strings.Repeat("\x01", 3000)
+	b, _ := proto.MarshalOptions{Deterministic: true}.Marshal(long)
+	_, err := VerifyAssertionText(base64.RawURLEncoding.EncodeToString(b), VerifyPolicy{Keys: mustSet(t, s.Public()), Now: vectorIssued})
+	if reasonOf(err) != ReasonUnknownKey {
+		t.Fatalf("3000-byte kid: %v; want unknown-key", err)
+	}
+	if n := len(err.Error()); n > 512 {
+		t.Fatalf("refusal is %d bytes, want at most 512: the kid is quoted whole", n)
+	}
+}
