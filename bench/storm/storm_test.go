@@ -268,6 +268,12 @@ func TestStormAsksPort4011(t *testing.T) {
 			site := startFakeSite(t, faults{Dnsmasq: true, IPXEProxy: true})
 			o := site.options(10)
 			o.SrcIPs, o.PXEListen = tc.srcIPs, tc.pxeListen
+			// Unscaled timeouts: this test counts every datagram and wants
+			// no retransmit, and iPXE's first request timeout scaled by
+			// 0.02 is 5 ms, less than a reply can take under -race on a
+			// loaded machine (a full test run failed it here once, beside
+			// other tests). Nothing here waits for a timeout.
+			o.TimeScale = 1
 			res := storm(t, o)
 			want := outcome{Machines: 10, Done: 10, BIOS: 5, UEFI: 5, StepCounts: allSteps(10)}
 			if diff := cmp.Diff(want, outcomeOf(res)); diff != "" {
@@ -471,6 +477,7 @@ func TestStormUEFIWindowsize(t *testing.T) {
 		t.Run(fmt.Sprintf("lose block %d", lose), func(t *testing.T) {
 			site := startFakeSite(t, faults{Window: 2, LoseBlock: lose})
 			o := site.options(4)
+			o.TimeScale = 1 // it wants no retransmit: unscaled timeouts, as TestStormAsksPort4011
 			res := storm(t, o)
 			want := outcome{Machines: 4, Done: 4, BIOS: 2, UEFI: 2, StepCounts: allSteps(4)}
 			if diff := cmp.Diff(want, outcomeOf(res)); diff != "" {
