@@ -6,10 +6,56 @@ import (
 	"io"
 	"net"
 	"os"
+	"syscall"
 	"time"
 
 	"github.com/pin/tftp/v3/netascii"
+	"golang.org/x/sys/unix"
 )
+
+// readFull reads into bufs, in order, until they are full or the file
+// ends, with as few calls to readv as the file allows (one, unless it ends
+// or is a pipe), and returns how many bytes it read. It changes bufs, not
+// what they point to.
+func readFull(readv func([][]byte) (int, error), bufs [][]byte) (int, error) {
+	total := 0
+	for len(bufs) > 0 {
+		n, err := readv(bufs)
+		total += n
+		if err != nil {
+			return total, err
+		}
+		if n == 0 {
+			return total, nil // end of file
+		}
+		for len(bufs) > 0 && n >= len(bufs[0]) {
+			n -= len(bufs[0])
+			bufs = bufs[1:]
+		}
+		if len(bufs) > 0 {
+			bufs[0] = bufs[0][n:]
+		}
+	}
+	return total, nil
+}
+
+// fileVec reads a file into several buffers in one readv(2).
+type fileVec struct{ rc syscall.RawConn }
+
+func (v fileVec) read(bufs [][]byte) (n int, err error) {
+	cerr := v.rc.Read(func(fd uintptr) bool {
+		for {
+			n, err = unix.Readv(int(fd), bufs)
+			if err != unix.EINTR {
+				return true
+			}
+		}
+	})
+	if err == nil {
+		err = cerr
+	}
+	return max(n, 0), err
+}
 
 // netasciiReader converts a file to netascii (RFC 1350: CR LF line ends,
 // CR NUL for a bare CR) with pin/tftp's converter.
@@ -71,6 +117,10 @@ type sender struct {
 	end     time.Time // the transfer ends with errTooSlow from then on (zero: never)
 	overdue bool      // end has passed once, and the ACKs queued by then were read
 	gso     *gso      // segmented sends of a window (nil: one send per block)
+	// readv, if set, reads the file run's reader reads into several
+	// buffers in one call (a plain file: a window per read(2), not a
+	// block); nil for netascii, which converts as it reads.
+	readv func([][]byte) (int, error)
 
 	sent, acked int   // datagrams sent, ACKs that moved the transfer on: for the log line
 	cause       error // the read error behind errReadSource
@@ -102,6 +152,10 @@ func (x *sender) run(done <-chan struct{}, r io.Reader, oack []string) (int64, e
 	slot := 4 + x.blksize
 	buf := make([]byte, x.window*slot)
 	win := make([][]byte, 0, x.window) // blocks base, base+1, ...
+	var iovs [][]byte                  // the free slots, for x.readv
+	if x.readv != nil {
+		iovs = make([][]byte, 0, x.window)
+	}
 	var n int64
 	eof := false  // the last block, shorter than blksize, has been read
 	base := 1     // the first block not acknowledged
@@ -120,6 +174,29 @@ func (x *sender) run(done <-chan struct{}, r io.Reader, oack []string) (int64, e
 			x.abort(errStopping)
 			return n, errStopping
 		default:
+		}
+		if x.readv != nil && len(win) < x.window && !eof {
+			// Every free slot in one call: a window per read, not a block.
+			iovs = iovs[:0]
+			for i := len(win); i < x.window; i++ {
+				iovs = append(iovs, buf[(base+i)%x.window*slot:][4:slot])
+			}
+			got, err := readFull(x.readv, iovs)
+			if err != nil {
+				x.cause = err
+				x.abort(errReadSource)
+				return n, errReadSource
+			}
+			for len(win) < x.window && !eof {
+				b := base + len(win)
+				p := buf[b%x.window*slot:][:slot]
+				l := min(got, x.blksize)
+				got -= l
+				binary.BigEndian.PutUint16(p, opDATA)
+				binary.BigEndian.PutUint16(p[2:], uint16(b))
+				win = append(win, p[:4+l])
+				eof = l < x.blksize
+			}
 		}
 		for len(win) < x.window && !eof {
 			b := base + len(win)

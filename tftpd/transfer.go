@@ -1,7 +1,6 @@
 package tftpd
 
 import (
-	"bufio"
 	"errors"
 	"io"
 	"io/fs"
@@ -57,9 +56,11 @@ func (s *Server) serveRead(done <-chan struct{}, l *listener, d datagram, log *s
 	if limit := timeLimit(s.cfg.Timeout, s.cfg.Retries, size, req.netascii()); limit > 0 {
 		x.end = time.Now().Add(limit)
 	}
-	var src io.Reader = bufio.NewReaderSize(f, int(min(size, readAhead)))
+	var src io.Reader = f
 	if req.netascii() {
 		src = netasciiReader(f)
+	} else if rc, err := f.SyscallConn(); err == nil {
+		x.readv = fileVec{rc}.read
 	}
 	n, err := x.run(done, src, oack)
 	if s.admit.wasPreempted(t) {
@@ -67,14 +68,6 @@ func (s *Server) serveRead(done <-chan struct{}, l *listener, d datagram, log *s
 	}
 	s.finish(log, d.client, req, x, start, n, size, err)
 }
-
-// readAhead is how much of its file a transfer reads per system call. The
-// sender takes one block at a time, and a read per block was a tenth of
-// the server's CPU while a boot storm's machines fetched their first
-// stage (BENCHMARKS.md, section G, "Fewer reads per first stage"); 16 KiB
-// is eleven 1468-byte blocks a call, and at most 16 MiB over the default
-// 1,024 transfers.
-const readAhead = 16 << 10
 
 // timeLimit is the longest a transfer of a size-byte file may run, in
 // Timeouts: one for each of Retries sends that get no answer, then 60, or
