@@ -8,6 +8,7 @@ import (
 	"os"
 	"syscall"
 	"time"
+	"unsafe"
 
 	"github.com/pin/tftp/v3/netascii"
 	"golang.org/x/sys/unix"
@@ -39,22 +40,48 @@ func readFull(readv func([][]byte) (int, error), bufs [][]byte) (int, error) {
 	return total, nil
 }
 
-// fileVec reads a file into several buffers in one readv(2).
-type fileVec struct{ rc syscall.RawConn }
+// fileVec reads a file into several buffers in one readv(2). It is made
+// once per transfer and allocates nothing per read: its iovecs and the
+// function handed to RawConn.Read are its own.
+type fileVec struct {
+	rc  syscall.RawConn
+	iov []unix.Iovec
+	n   int
+	err error
+	do  func(fd uintptr) bool
+}
 
-func (v fileVec) read(bufs [][]byte) (n int, err error) {
-	cerr := v.rc.Read(func(fd uintptr) bool {
+func newFileVec(rc syscall.RawConn, window int) *fileVec {
+	v := &fileVec{rc: rc, iov: make([]unix.Iovec, 0, window)}
+	v.do = func(fd uintptr) bool {
 		for {
-			n, err = unix.Readv(int(fd), bufs)
-			if err != unix.EINTR {
-				return true
+			r, _, e := unix.Syscall(unix.SYS_READV, fd, uintptr(unsafe.Pointer(&v.iov[0])), uintptr(len(v.iov)))
+			if e == unix.EINTR {
+				continue
 			}
+			v.n, v.err = int(r), nil
+			if e != 0 {
+				v.n, v.err = 0, e
+			}
+			return true
 		}
-	})
-	if err == nil {
-		err = cerr
 	}
-	return max(n, 0), err
+	return v
+}
+
+// read is readv of bufs, none of them empty; at most window of them.
+func (v *fileVec) read(bufs [][]byte) (int, error) {
+	v.iov = v.iov[:0]
+	for _, b := range bufs {
+		var iov unix.Iovec
+		iov.Base = &b[0]
+		iov.SetLen(len(b))
+		v.iov = append(v.iov, iov)
+	}
+	if err := v.rc.Read(v.do); err != nil {
+		return 0, err
+	}
+	return v.n, v.err
 }
 
 // netasciiReader converts a file to netascii (RFC 1350: CR LF line ends,

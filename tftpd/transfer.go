@@ -59,8 +59,8 @@ func (s *Server) serveRead(done <-chan struct{}, l *listener, d datagram, log *s
 	var src io.Reader = f
 	if req.netascii() {
 		src = netasciiReader(f)
-	} else if rc, err := f.SyscallConn(); err == nil {
-		x.readv = fileVec{rc}.read
+	} else if rc, err := f.SyscallConn(); err == nil && window > 1 {
+		x.readv = newFileVec(rc, window).read
 	}
 	n, err := x.run(done, src, oack)
 	if s.admit.wasPreempted(t) {
