@@ -144,9 +144,9 @@ type sender struct {
 	end     time.Time // the transfer ends with errTooSlow from then on (zero: never)
 	overdue bool      // end has passed once, and the ACKs queued by then were read
 	gso     *gso      // segmented sends of a window (nil: one send per block)
-	// readv, if set, reads the file run's reader reads into several
-	// buffers in one call (a plain file: a window per read(2), not a
-	// block); nil for netascii, which converts as it reads.
+	// readv, if set, reads the file behind run's reader into several
+	// buffers in one call: a window per readv(2), not a read per block.
+	// nil for lock step, and for netascii, which converts as it reads.
 	readv func([][]byte) (int, error)
 
 	sent, acked int   // datagrams sent, ACKs that moved the transfer on: for the log line
