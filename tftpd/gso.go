@@ -44,6 +44,8 @@ type gso struct {
 	oob []byte // the UDP_SEGMENT control message, for segment size seg
 	seg int
 	off bool // not used for this transfer (refused, or not possible)
+	// io, when set, makes the sendmsg a raw system call (rawio.go).
+	io *udpIO
 	// sends counts the sendmsg calls that carried more than one block.
 	sends int
 }
@@ -114,13 +116,18 @@ func (g *gso) send(pkts [][]byte) (bool, error) {
 	if seg := len(pkts[0]); seg != g.seg {
 		g.oob, g.seg = udpSegment(uint16(seg)), seg
 	}
-	var serr error
-	err := g.raw.Write(func(fd uintptr) bool {
-		_, serr = unix.SendmsgBuffers(int(fd), pkts, g.oob, g.to, 0)
-		return !errors.Is(serr, unix.EAGAIN)
-	})
-	if err == nil {
-		err = serr
+	var err error
+	if g.io != nil {
+		err = g.io.sendSegments(pkts, g.oob)
+	} else {
+		var serr error
+		err = g.raw.Write(func(fd uintptr) bool {
+			_, serr = unix.SendmsgBuffers(int(fd), pkts, g.oob, g.to, 0)
+			return !errors.Is(serr, unix.EAGAIN)
+		})
+		if err == nil {
+			err = serr
+		}
 	}
 	switch {
 	case err == nil:

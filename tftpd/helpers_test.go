@@ -35,6 +35,7 @@ var testFiles = map[string][]byte{
 	"exact.bin":             noise(512*1468, 3),
 	"arm64-efi/snponly.efi": noise(5_000, 4),
 	"tiny":                  noise(100, 5),
+	"big.bin":               noise(2<<20, 6), // 4,097 blocks of 512 bytes
 }
 
 func noise(size int, seed uint64) []byte {
@@ -65,6 +66,12 @@ type fixture struct {
 // filled in.
 func start(t testing.TB, cfg Config) *fixture {
 	t.Helper()
+	return startOn(t, cfg, net.IPv4(127, 0, 0, 1))
+}
+
+// startOn is start on ip (127.0.0.1 or ::1).
+func startOn(t testing.TB, cfg Config, ip net.IP) *fixture {
+	t.Helper()
 	fx := &fixture{dir: t.TempDir(), logs: &logBuffer{}, reg: prometheus.NewRegistry()}
 	for name, data := range testFiles {
 		p := filepath.Join(fx.dir, filepath.FromSlash(name))
@@ -90,7 +97,7 @@ func start(t testing.TB, cfg Config) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	conn, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	conn, err := net.ListenUDP(transferNetwork(&net.UDPAddr{IP: ip}), &net.UDPAddr{IP: ip})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -302,14 +309,18 @@ func socketPair(t testing.TB) (srv, cli *net.UDPConn) {
 
 func dialRaw(t testing.TB, server string, pkt []byte) *net.UDPConn {
 	t.Helper()
+	if strings.HasPrefix(server, "[") {
+		return dialFrom(t, "::1", server, pkt)
+	}
 	return dialFrom(t, "127.0.0.1", server, pkt)
 }
 
 // dialFrom opens a client socket on local (any 127/8 address is this
-// host) and sends pkt to server, unless pkt is nil.
+// host, and ::1) and sends pkt to server, unless pkt is nil.
 func dialFrom(t testing.TB, local, server string, pkt []byte) *net.UDPConn {
 	t.Helper()
-	conn, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.ParseIP(local)})
+	ip := net.ParseIP(local)
+	conn, err := net.ListenUDP(transferNetwork(&net.UDPAddr{IP: ip}), &net.UDPAddr{IP: ip})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -321,7 +332,7 @@ func dialFrom(t testing.TB, local, server string, pkt []byte) *net.UDPConn {
 
 func send(t testing.TB, conn *net.UDPConn, server string, pkt []byte) {
 	t.Helper()
-	to, err := net.ResolveUDPAddr("udp4", server)
+	to, err := net.ResolveUDPAddr("udp", server)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -40,7 +40,10 @@ func readFull(readv func([][]byte) (int, error), bufs [][]byte) (int, error) {
 	return total, nil
 }
 
-// fileVec reads a file into several buffers in one readv(2). It is made
+// fileVec reads a file into several buffers in one call: preadv2 with
+// RWF_NOWAIT, made as a raw system call, while the data is in the page
+// cache; readv(2) as a runtime system call when it is not, or where
+// RWF_NOWAIT is refused (rawio.go says why). It is made
 // once per transfer and allocates nothing per read: its iovecs and the
 // function handed to RawConn.Read are its own.
 type fileVec struct {
@@ -49,13 +52,32 @@ type fileVec struct {
 	n   int
 	err error
 	do  func(fd uintptr) bool
+	// wait: preadv2(RWF_NOWAIT) is refused here; every read is a
+	// runtime system call.
+	wait bool
 }
 
 func newFileVec(rc syscall.RawConn, window int) *fileVec {
-	v := &fileVec{rc: rc, iov: make([]unix.Iovec, 0, window)}
+	v := &fileVec{rc: rc, iov: make([]unix.Iovec, 0, window), wait: !rawCalls.Load()}
 	v.do = func(fd uintptr) bool {
 		for {
-			r, _, e := unix.Syscall(unix.SYS_READV, fd, uintptr(unsafe.Pointer(&v.iov[0])), uintptr(len(v.iov)))
+			var r uintptr
+			var e syscall.Errno
+			if !v.wait {
+				// From the page cache, or EAGAIN at once (see rawio.go).
+				r, _, e = syscall.RawSyscall6(unix.SYS_PREADV2, fd, uintptr(unsafe.Pointer(&v.iov[0])), uintptr(len(v.iov)),
+					^uintptr(0), 0, unix.RWF_NOWAIT) // offset -1: at, and moving, the file's offset
+				switch e {
+				case unix.EAGAIN:
+					e = syscall.Errno(0)
+					r, _, e = unix.Syscall(unix.SYS_READV, fd, uintptr(unsafe.Pointer(&v.iov[0])), uintptr(len(v.iov)))
+				case unix.ENOSYS, unix.EOPNOTSUPP, unix.EINVAL:
+					v.wait = true // a kernel or file system without RWF_NOWAIT
+					continue
+				}
+			} else {
+				r, _, e = unix.Syscall(unix.SYS_READV, fd, uintptr(unsafe.Pointer(&v.iov[0])), uintptr(len(v.iov)))
+			}
 			if e == unix.EINTR {
 				continue
 			}
@@ -144,9 +166,11 @@ type sender struct {
 	end     time.Time // the transfer ends with errTooSlow from then on (zero: never)
 	overdue bool      // end has passed once, and the ACKs queued by then were read
 	gso     *gso      // segmented sends of a window (nil: one send per block)
+	io      *udpIO    // the socket's calls without the runtime's bookkeeping (nil: conn's own)
 	// readv, if set, reads the file behind run's reader into several
-	// buffers in one call: a window per readv(2), not a read per block.
-	// nil for lock step, and for netascii, which converts as it reads.
+	// buffers in one call: a window per readv(2), not a read per block
+	// (in lock step, one block per call, without the runtime's
+	// bookkeeping: rawio.go). nil for netascii, which converts as it reads.
 	readv func([][]byte) (int, error)
 
 	sent, acked int   // datagrams sent, ACKs that moved the transfer on: for the log line
@@ -391,7 +415,11 @@ func (x *sender) send(pkts [][]byte) error {
 				}
 			}
 		}
-		if _, err := x.conn.WriteToUDP(pkts[0], x.to); err != nil {
+		if x.io != nil {
+			if err := x.io.send(pkts[0]); err != nil {
+				return err
+			}
+		} else if _, err := x.conn.WriteToUDP(pkts[0], x.to); err != nil {
 			return err
 		}
 		x.sent++
@@ -421,11 +449,11 @@ func (x *sender) late() bool { return !x.end.IsZero() && !time.Now().Before(x.en
 // and returns the ACK's block number.
 func (x *sender) next() (uint16, error) {
 	for {
-		n, from, err := x.conn.ReadFromUDP(x.rbuf[:])
+		n, err := x.read()
 		if err != nil {
 			return 0, err
 		}
-		if n < 4 || from.Port != x.to.Port || !from.IP.Equal(x.to.IP) {
+		if n < 4 {
 			continue
 		}
 		switch binary.BigEndian.Uint16(x.rbuf[:]) {
@@ -433,6 +461,19 @@ func (x *sender) next() (uint16, error) {
 			return binary.BigEndian.Uint16(x.rbuf[2:]), nil
 		case opERROR:
 			return 0, parseClientError(x.rbuf[:n])
+		}
+	}
+}
+
+// read reads the next datagram from the client into x.rbuf.
+func (x *sender) read() (int, error) {
+	if x.io != nil {
+		return x.io.recv(x.rbuf[:])
+	}
+	for {
+		n, from, err := x.conn.ReadFromUDP(x.rbuf[:])
+		if err != nil || from.Port == x.to.Port && from.IP.Equal(x.to.IP) {
+			return n, err
 		}
 	}
 }

@@ -52,14 +52,17 @@ func (s *Server) serveRead(done <-chan struct{}, l *listener, d datagram, log *s
 	}
 	blksize, window, oack := req.negotiate(s.blockLimit(d), s.cfg.MaxWindowSize, size)
 	x := &sender{conn: conn, to: d.src, timeout: s.cfg.Timeout, retries: s.cfg.Retries, blksize: blksize,
-		window: window, confirm: func() { s.admit.confirm(t) }, gso: newGSO(conn, d.src)}
+		window: window, confirm: func() { s.admit.confirm(t) }, gso: newGSO(conn, d.src), io: newUDPIO(conn, d.src)}
+	if x.gso != nil {
+		x.gso.io = x.io
+	}
 	if limit := timeLimit(s.cfg.Timeout, s.cfg.Retries, size, req.netascii()); limit > 0 {
 		x.end = time.Now().Add(limit)
 	}
 	var src io.Reader = f
 	if req.netascii() {
 		src = netasciiReader(f)
-	} else if rc, err := f.SyscallConn(); err == nil && window > 1 {
+	} else if rc, err := f.SyscallConn(); err == nil {
 		x.readv = newFileVec(rc, window).read
 	}
 	n, err := x.run(done, src, oack)
