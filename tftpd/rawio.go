@@ -1,7 +1,10 @@
 package tftpd
 
 import (
+	"errors"
+	"fmt"
 	"net"
+	"os"
 	"sync/atomic"
 	"syscall"
 	"unsafe"
@@ -28,6 +31,27 @@ import (
 // returns at once from the page cache, or EAGAIN when it would wait for
 // the disk, and only then is the read made as a runtime system call, which
 // lets the runtime run other goroutines meanwhile.
+
+// nowaitReads: preadv2(RWF_NOWAIT) never waits for the disk here. Before
+// Linux 5.9 it could still start readahead, which may sleep (RWF_NOWAIT
+// implies IOCB_NOIO from 5.9 on); a raw call that sleeps holds its Go
+// processor, and a garbage collection waits for it. Older kernels read
+// every block the ordinary way.
+var nowaitReads = kernelAtLeast(5, 9)
+
+// kernelAtLeast reports whether the running kernel's release is at least
+// major.minor; false when it cannot tell.
+func kernelAtLeast(major, minor int) bool {
+	var u unix.Utsname
+	if unix.Uname(&u) != nil {
+		return false
+	}
+	var ma, mi int
+	if n, _ := fmt.Sscanf(unix.ByteSliceToString(u.Release[:]), "%d.%d", &ma, &mi); n != 2 {
+		return false
+	}
+	return ma > major || ma == major && mi >= minor
+}
 
 // rawCalls is false only in tests that measure the runtime system calls
 // the raw calls replace.
@@ -133,7 +157,7 @@ func (u *udpIO) sendStep(fd uintptr) bool {
 		case unix.EAGAIN:
 			return false
 		}
-		u.sendErr = e
+		u.sendErr = os.NewSyscallError("sendto", e)
 		return true
 	}
 }
@@ -178,6 +202,9 @@ func (u *udpIO) segsStep(fd uintptr) bool {
 	}
 }
 
+// errEmptyBuffer is recv given nowhere to read to.
+var errEmptyBuffer = errors.New("tftpd: recv into an empty buffer")
+
 // recv reads the next datagram from the client into buf, waiting in the
 // poller under the socket's read deadline; datagrams from anyone else are
 // read and dropped. It returns the datagram's length.
@@ -201,6 +228,10 @@ func (u *udpIO) recv(buf []byte) (int, error) {
 }
 
 func (u *udpIO) recvStep(fd uintptr) bool {
+	if len(u.in) == 0 {
+		u.recvErr = errEmptyBuffer
+		return true
+	}
 	for {
 		u.fromLen = uint32(unsafe.Sizeof(u.from))
 		r, _, e := syscall.RawSyscall6(unix.SYS_RECVFROM, fd, uintptr(unsafe.Pointer(&u.in[0])), uintptr(len(u.in)), 0,
@@ -214,7 +245,7 @@ func (u *udpIO) recvStep(fd uintptr) bool {
 		case unix.EAGAIN:
 			return false
 		}
-		u.recvErr = e
+		u.recvErr = os.NewSyscallError("recvfrom", e)
 		return true
 	}
 }

@@ -10,7 +10,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime/debug"
-	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -20,25 +19,35 @@ import (
 
 // monitorSwitches is how often the runtime's monitor thread (sysmon) has
 // gone to sleep so far: its voluntary context switches. sysmon is the first
-// thread the runtime starts after the main one, so it has the second
-// lowest thread ID of the process.
+// thread the runtime starts after the main one, so its thread ID is the
+// next one after the process's, counting on past pid_max.
 func monitorSwitches(t *testing.T) int {
 	t.Helper()
 	ents, err := os.ReadDir("/proc/self/task")
 	if err != nil {
 		t.Skipf("no per-thread counters here: %v", err)
 	}
-	var tids []int
-	for _, e := range ents {
-		if id, err := strconv.Atoi(e.Name()); err == nil {
-			tids = append(tids, id)
+	pidMax := 1 << 22 // the kernel's limit, if pid_max does not say
+	if b, err := os.ReadFile("/proc/sys/kernel/pid_max"); err == nil {
+		if n, err := strconv.Atoi(string(bytes.TrimSpace(b))); err == nil && n > 0 {
+			pidMax = n
 		}
 	}
-	slices.Sort(tids)
-	if len(tids) < 2 {
-		t.Fatalf("/proc/self/task lists %d threads; the runtime runs at least two", len(tids))
+	pid, tid := os.Getpid(), 0
+	for _, e := range ents {
+		id, err := strconv.Atoi(e.Name())
+		if err != nil || id == pid {
+			continue
+		}
+		// Thread IDs are handed out in turn and wrap at pid_max.
+		if tid == 0 || (id-pid+pidMax)%pidMax < (tid-pid+pidMax)%pidMax {
+			tid = id
+		}
 	}
-	b, err := os.ReadFile(fmt.Sprintf("/proc/self/task/%d/status", tids[1]))
+	if tid == 0 {
+		t.Fatalf("/proc/self/task lists no thread but the main one; the runtime runs at least two")
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/self/task/%d/status", tid))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,7 +60,7 @@ func monitorSwitches(t *testing.T) int {
 			return n
 		}
 	}
-	t.Fatalf("thread %d's status has no voluntary_ctxt_switches:\n%s", tids[1], b)
+	t.Fatalf("thread %d's status has no voluntary_ctxt_switches:\n%s", tid, b)
 	return 0
 }
 
@@ -69,6 +78,9 @@ func TestLockStepLeavesMonitorAsleep(t *testing.T) {
 		t.Skip("runs 16 curl transfers of 2 MiB")
 	}
 	curl := curlPath(t)
+	if v, err := exec.Command(curl, "-V").Output(); err != nil || !bytes.Contains(v, []byte(" tftp")) {
+		t.Skipf("this curl does not speak TFTP (%v):\n%s", err, v)
+	}
 	fx := start(t, Config{})
 	const clients = 8
 	data := testFiles["big.bin"]
@@ -119,10 +131,11 @@ func TestLockStepLeavesMonitorAsleep(t *testing.T) {
 	rawRun := run(true)
 	t.Logf("monitor sleeps per block: %.4f with runtime system calls, %.4f with raw ones (%d blocks each)", runtimeCalls, rawRun, blocks)
 	// Transfers' set-up and the clients' exits wake it a few times in
-	// either run, about 0.005 per block here; the runtime's calls woke it
-	// 0.02 to 0.25 times per block (0.2 in the TFTP benchmark).
-	if rawRun > 0.015 && rawRun > runtimeCalls/3 {
-		t.Errorf("monitor sleeps per block: %.4f with raw calls, want at most a third of the %.4f with runtime system calls (or 0.015)", rawRun, runtimeCalls)
+	// either run, 0.005 to 0.016 per block here (the more, the busier
+	// the machine); the runtime's calls woke it 0.02 to 0.25 times per
+	// block (0.2 in the TFTP benchmark).
+	if rawRun > 0.025 && rawRun > runtimeCalls/3 {
+		t.Errorf("monitor sleeps per block: %.4f with raw calls, want at most a third of the %.4f with runtime system calls (or 0.025)", rawRun, runtimeCalls)
 	}
 }
 
@@ -159,5 +172,16 @@ func TestTransfersOverIPv6(t *testing.T) {
 	wantData(t, p, 2)
 	if _, err := conn.WriteToUDP([]byte("\x00\x05\x00\x00done\x00"), tid); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestKernelAtLeast reads the running kernel's release: this one is past
+// 2.6 and short of 999.
+func TestKernelAtLeast(t *testing.T) {
+	if !kernelAtLeast(2, 6) || !kernelAtLeast(3, 0) {
+		t.Error("kernelAtLeast(2, 6) or (3, 0) = false on a kernel this code runs on")
+	}
+	if kernelAtLeast(999, 0) {
+		t.Error("kernelAtLeast(999, 0) = true")
 	}
 }

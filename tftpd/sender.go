@@ -58,7 +58,7 @@ type fileVec struct {
 }
 
 func newFileVec(rc syscall.RawConn, window int) *fileVec {
-	v := &fileVec{rc: rc, iov: make([]unix.Iovec, 0, window), wait: !rawCalls.Load()}
+	v := &fileVec{rc: rc, iov: make([]unix.Iovec, 0, window), wait: !rawCalls.Load() || !nowaitReads}
 	v.do = func(fd uintptr) bool {
 		for {
 			var r uintptr
@@ -66,7 +66,7 @@ func newFileVec(rc syscall.RawConn, window int) *fileVec {
 			if !v.wait {
 				// From the page cache, or EAGAIN at once (see rawio.go).
 				r, _, e = syscall.RawSyscall6(unix.SYS_PREADV2, fd, uintptr(unsafe.Pointer(&v.iov[0])), uintptr(len(v.iov)),
-					^uintptr(0), 0, unix.RWF_NOWAIT) // offset -1: at, and moving, the file's offset
+					^uintptr(0), ^uintptr(0), unix.RWF_NOWAIT) // offset -1 (both halves, for 32-bit kernels): at, and moving, the file's offset
 				switch e {
 				case unix.EAGAIN:
 					e = syscall.Errno(0)
