@@ -149,22 +149,29 @@ func (u *udpIO) sendStep(fd uintptr) bool {
 		}
 		_, _, e := syscall.RawSyscall6(unix.SYS_SENDTO, fd, uintptr(p), uintptr(len(u.out)), 0,
 			uintptr(unsafe.Pointer(&u.to)), uintptr(u.toLen))
-		switch e {
-		case 0:
-			return true
-		case unix.EINTR:
-			continue
-		case unix.EAGAIN:
-			return false
+		if e != unix.EINTR {
+			return settle(e, "sendto", &u.sendErr)
 		}
-		u.sendErr = os.NewSyscallError("sendto", e)
-		return true
 	}
+}
+
+// settle ends a RawConn step after its raw call returned e: false (wait
+// in the poller, and call again) on EAGAIN, true otherwise, with *err set
+// to what failed, if anything did.
+func settle(e syscall.Errno, call string, err *error) bool {
+	switch e {
+	case 0:
+		return true
+	case unix.EAGAIN:
+		return false
+	}
+	*err = os.NewSyscallError(call, e)
+	return true
 }
 
 // sendSegments sends segs, at most gsoMaxSegments of them and none
 // empty, in one sendmsg with the control message oob (gso.go's
-// UDP_SEGMENT). Its errors are the bare errno, for gso.send to sort.
+// UDP_SEGMENT). gso.send sorts its errors by their errno.
 func (u *udpIO) sendSegments(segs [][]byte, oob []byte) error {
 	u.segs, u.oob, u.sendErr = segs, oob, nil
 	err := u.rc.Write(u.segsFn)
@@ -189,16 +196,9 @@ func (u *udpIO) segsStep(fd uintptr) bool {
 	}
 	for {
 		_, _, e := syscall.RawSyscall(unix.SYS_SENDMSG, fd, uintptr(unsafe.Pointer(&u.msg)), 0)
-		switch e {
-		case 0:
-			return true
-		case unix.EINTR:
-			continue
-		case unix.EAGAIN:
-			return false
+		if e != unix.EINTR {
+			return settle(e, "sendmsg", &u.sendErr)
 		}
-		u.sendErr = e
-		return true
 	}
 }
 
@@ -236,17 +236,10 @@ func (u *udpIO) recvStep(fd uintptr) bool {
 		u.fromLen = uint32(unsafe.Sizeof(u.from))
 		r, _, e := syscall.RawSyscall6(unix.SYS_RECVFROM, fd, uintptr(unsafe.Pointer(&u.in[0])), uintptr(len(u.in)), 0,
 			uintptr(unsafe.Pointer(&u.from)), uintptr(unsafe.Pointer(&u.fromLen)))
-		switch e {
-		case 0:
+		if e != unix.EINTR {
 			u.n = int(r)
-			return true
-		case unix.EINTR:
-			continue
-		case unix.EAGAIN:
-			return false
+			return settle(e, "recvfrom", &u.recvErr)
 		}
-		u.recvErr = os.NewSyscallError("recvfrom", e)
-		return true
 	}
 }
 
