@@ -10,11 +10,13 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
 
 	"github.com/siteboot/siteboot/internal/metrictest"
+	"golang.org/x/sys/unix"
 )
 
 // monitorSwitches is how often the runtime's monitor thread (sysmon) has
@@ -183,5 +185,61 @@ func TestKernelAtLeast(t *testing.T) {
 	}
 	if kernelAtLeast(999, 0) {
 		t.Error("kernelAtLeast(999, 0) = true")
+	}
+}
+
+// TestFileVecReadsWhatIsNotCached: a block the page cache does not hold
+// (preadv2 with RWF_NOWAIT answers EAGAIN) is read the ordinary way, not
+// reported as an error or as the end of the file.
+func TestFileVecReadsWhatIsNotCached(t *testing.T) {
+	if !nowaitReads {
+		t.Skip("this kernel (before 5.9) reads every block the ordinary way")
+	}
+	data := noise(64<<10, 7)
+	p := filepath.Join(t.TempDir(), "cold.bin")
+	if err := os.WriteFile(p, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	// Written back and dropped from the page cache.
+	if err := f.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED); err != nil {
+		t.Skipf("fadvise: %v", err)
+	}
+	probe := make([]byte, 512)
+	if _, err := unix.Preadv2(int(f.Fd()), [][]byte{probe}, 0, unix.RWF_NOWAIT); err != unix.EAGAIN {
+		t.Skipf("the page cache still answers (preadv2 RWF_NOWAIT: %v); nothing to fall back from", err)
+	}
+	rc, err := f.SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := newFileVec(rc, 4)
+	got := make([]byte, 0, len(data))
+	for {
+		bufs := [][]byte{make([]byte, 1468), make([]byte, 1468), make([]byte, 1468), make([]byte, 1468)}
+		n, err := readFull(v.read, slices.Clone(bufs)) // it moves its copy's starts on a short read
+		if err != nil {
+			t.Fatalf("read after %d bytes: %v", len(got), err)
+		}
+		for _, b := range bufs {
+			k := min(n, len(b))
+			got, n = append(got, b[:k]...), n-k
+		}
+		if len(got) >= len(data) || n < 0 {
+			break
+		}
+		if len(got)%(4*1468) != 0 {
+			break // a short read: the end
+		}
+	}
+	if !bytes.Equal(got, data) {
+		t.Fatalf("read %d bytes, not the file's %d", len(got), len(data))
 	}
 }

@@ -67,15 +67,12 @@ func newFileVec(rc syscall.RawConn, window int) *fileVec {
 				// From the page cache, or EAGAIN at once (see rawio.go).
 				r, _, e = syscall.RawSyscall6(unix.SYS_PREADV2, fd, uintptr(unsafe.Pointer(&v.iov[0])), uintptr(len(v.iov)),
 					^uintptr(0), ^uintptr(0), unix.RWF_NOWAIT) // offset -1 (both halves, for 32-bit kernels): at, and moving, the file's offset
-				switch e {
-				case unix.EAGAIN:
-					e = syscall.Errno(0)
-					r, _, e = unix.Syscall(unix.SYS_READV, fd, uintptr(unsafe.Pointer(&v.iov[0])), uintptr(len(v.iov)))
-				case unix.ENOSYS, unix.EOPNOTSUPP, unix.EINVAL:
+				if e == unix.ENOSYS || e == unix.EOPNOTSUPP || e == unix.EINVAL {
 					v.wait = true // a kernel or file system without RWF_NOWAIT
-					continue
 				}
-			} else {
+			}
+			if v.wait || e == unix.EAGAIN {
+				// Not cached (or no RWF_NOWAIT): a read that may wait for the disk.
 				r, _, e = unix.Syscall(unix.SYS_READV, fd, uintptr(unsafe.Pointer(&v.iov[0])), uintptr(len(v.iov)))
 			}
 			if e == unix.EINTR {
