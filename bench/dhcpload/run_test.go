@@ -24,6 +24,9 @@ type peer struct {
 	Twice     bool // send the proxy offer twice
 	Foreign   bool // also answer, from server 10.0.0.3, an xid that was not asked
 	Delay     time.Duration
+	// Seen, if set, is closed once the peer has read SeenAfter requests.
+	Seen      chan struct{}
+	SeenAfter int
 }
 
 func startPeer(t *testing.T, p peer) *net.UDPAddr {
@@ -44,6 +47,9 @@ func (p peer) serve(conn net.PacketConn) {
 		size, from, err := conn.ReadFrom(buf)
 		if err != nil {
 			return
+		}
+		if p.Seen != nil && n == p.SeenAfter {
+			close(p.Seen)
 		}
 		req, err := dhcpv4.FromBytes(buf[:size])
 		if err != nil || (p.DropEvery > 0 && n%p.DropEvery == 0) {
@@ -170,16 +176,34 @@ func TestRunLatencyReflectsServerDelay(t *testing.T) {
 	}
 }
 
+// TestRunStopsOnCancel: a run whose context ends returns promptly with
+// what it counted so far. The context ends once the peer has read 20
+// requests: with 4 outstanding, at least 16 of them were answered by then
+// (a timer would race the run's start on a loaded machine).
 func TestRunStopsOnCancel(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	start := time.Now()
-	res := runPeerCtx(ctx, t, peer{}, options{Outstanding: 4, Duration: time.Minute})
-	if el := time.Since(start); el > 5*time.Second {
+	seen := make(chan struct{})
+	go func() {
+		select {
+		case <-seen:
+		case <-ctx.Done():
+		}
+		cancel()
+	}()
+	res := runPeerCtx(ctx, t, peer{Seen: seen, SeenAfter: 20}, options{Outstanding: 4, Duration: time.Minute})
+	var cancelled time.Time
+	select {
+	case <-seen:
+		cancelled = time.Now()
+	default:
+		t.Fatalf("the run ended before the peer read 20 requests: %+v", res)
+	}
+	if el := time.Since(cancelled); el > 5*time.Second {
 		t.Errorf("run took %v after its context ended", el)
 	}
-	if res.Sent == 0 || res.Offers == 0 {
-		t.Errorf("no traffic before cancel: %+v", res)
+	if res.Sent < 20 || res.Offers == 0 {
+		t.Errorf("want at least 20 sent and some offers before cancel: %+v", res)
 	}
 }
 
