@@ -3,6 +3,13 @@ package imagecache
 import (
 	"net"
 	"net/http"
+	"os"
+	"sync/atomic"
+	"syscall"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/siteboot/siteboot/imagecache/serve"
 )
@@ -59,6 +66,130 @@ func (b blobs) Acquire(d [32]byte) (serve.Blob, bool, error) {
 	return serve.Blob{File: f, Size: size, Release: e.release}, true, nil
 }
 
+// held is a ready blob's file kept open for the fast path: opened by the
+// first fast response, shared by every one after it, and closed once the
+// entry no longer holds it (evicted, changed on disk, verified again) and
+// the last response reading it has released it. Every response checks it
+// is still the file verified with one fstat, made as a raw system call
+// (the fast path makes no runtime system call per response: package
+// internal/httpserver says why). A write changes the file's ctime, and so
+// does a rename or unlink of it: a blob written in place, or replaced on
+// disk by another file, is verified again before the next response. A
+// shared file is only read at an offset (sendfile with one, ReadAt):
+// nothing moves its own offset.
+type held struct {
+	f       *os.File
+	stamp   stamp
+	refs    int    // the entry's own while it holds it, and one per response; under c.mu
+	release func() // ends one response's read; made once
+}
+
+// shareBlobs: the fast path shares held files; false opens one per
+// response, as Acquire does (a test compares the two).
+var shareBlobs atomic.Bool
+
+func init() { shareBlobs.Store(true) }
+
+// AcquireShared is Acquire for the fast path: the blob's file is the one
+// the cache holds open for it, shared with other responses; the caller
+// reads it only at offsets and never closes it, and calls Release once.
+func (b blobs) AcquireShared(d [32]byte) (serve.Blob, bool, error) {
+	c := b.c
+	c.mu.Lock()
+	e := c.entries[d]
+	if e == nil || e.state != StateReady {
+		c.mu.Unlock()
+		return serve.Blob{}, false, nil
+	}
+	h := e.held
+	if !shareBlobs.Load() {
+		c.mu.Unlock()
+		return b.acquireHeld(e, d)
+	}
+	if h != nil && h.stamp != e.stamp {
+		c.dropHeldLocked(e) // verified again since it was opened
+		h = nil
+	}
+	if h == nil {
+		c.mu.Unlock()
+		return b.acquireHeld(e, d)
+	}
+	h.refs++
+	e.readers++
+	e.lastUsed, c.dirty = c.cfg.Now(), true
+	size := e.size
+	c.mu.Unlock()
+	if !fileIs(h.f, h.stamp) {
+		h.release()
+		c.changedOnDisk(e, h.stamp)
+		return serve.Blob{}, false, nil
+	}
+	return serve.Blob{File: h.f, Size: size, Release: h.release}, true, nil
+}
+
+// acquireHeld opens e's blob, checked as Acquire checks it, and makes it
+// the entry's held file if the entry is still ready with the stamp it was
+// checked against and holds none yet; a response that lost that race
+// reads its own file, closed at its release.
+func (b blobs) acquireHeld(e *entry, d [32]byte) (serve.Blob, bool, error) {
+	c := b.c
+	blob, ok, err := b.Acquire(d) // counts the reader
+	if !ok || err != nil {
+		return blob, ok, err
+	}
+	h := &held{f: blob.File, refs: 1}
+	h.release = func() { c.releaseHeld(e, h) }
+	c.mu.Lock()
+	if c.entries[d] == e && e.state == StateReady && e.held == nil && shareBlobs.Load() {
+		h.stamp, e.held = e.stamp, h
+		h.refs++ // the entry's own
+	}
+	c.mu.Unlock()
+	return serve.Blob{File: h.f, Size: blob.Size, Release: h.release}, true, nil
+}
+
+// releaseHeld ends one response's read of h, a file of e.
+func (c *Cache) releaseHeld(e *entry, h *held) {
+	c.mu.Lock()
+	h.refs--
+	last := h.refs == 0
+	c.mu.Unlock()
+	if last {
+		h.f.Close()
+	}
+	c.release(e)
+}
+
+// dropHeldLocked lets go of e's held file: it closes now, or when the last
+// response reading it releases it. Call it whenever e stops being ready
+// with the stamp its file was held for, before the blob is deleted: a
+// deleted file kept open keeps its space.
+func (c *Cache) dropHeldLocked(e *entry) {
+	h := e.held
+	if h == nil {
+		return
+	}
+	e.held = nil
+	h.refs--
+	if h.refs == 0 {
+		h.f.Close()
+	}
+}
+
+// fileIs reports whether the open file f is still the file of stamp st
+// (size, inode, mtime and ctime: a write changes ctime). The fstat is a
+// raw system call: it reads the inode in memory and does not wait for the
+// disk on a local file system.
+func fileIs(f *os.File, st stamp) bool {
+	var s unix.Stat_t
+	_, _, e := syscall.RawSyscall(sysFstat, f.Fd(), uintptr(unsafe.Pointer(&s)), 0)
+	if e != 0 {
+		return false
+	}
+	mt, ct := time.Unix(int64(s.Mtim.Sec), int64(s.Mtim.Nsec)), time.Unix(int64(s.Ctim.Sec), int64(s.Ctim.Nsec))
+	return stamp{Inode: s.Ino, Size: s.Size, MtimeNs: mt.UnixNano(), CtimeNs: ct.UnixNano()} == st
+}
+
 // changedOnDisk sends a ready blob whose file is no longer the one that was
 // verified (written to, or replaced, while the cache runs) back to
 // StateVerifying, and wakes the verifier: it is not served until its hash
@@ -70,6 +201,7 @@ func (c *Cache) changedOnDisk(e *entry, verified stamp) {
 		return
 	}
 	e.state, e.stamp, c.dirty = StateVerifying, stamp{}, true
+	c.dropHeldLocked(e)
 	c.log.Warn("imagecache: blob changed on disk since it was verified; verifying it again", "sha256", hexOf(e.digest))
 	c.notifyLocked()
 	c.mu.Unlock()

@@ -61,6 +61,7 @@ type entry struct {
 	restart  bool   // drop the partial data when the worker stops
 	cancel   context.CancelFunc
 	release  func() // ends one reader; made once, so a response allocates none
+	held     *held  // the blob's file the fast path shares while ready (blobs.go)
 
 	progress pull.Progress // bytes pulled (or hashed, while verifying), written by its worker
 }
@@ -154,6 +155,11 @@ func (c *Cache) unlock() {
 // Close persists the index and releases the directory. Call it after Run
 // has returned.
 func (c *Cache) Close() error {
+	c.mu.Lock()
+	for _, e := range c.entries {
+		c.dropHeldLocked(e)
+	}
+	c.mu.Unlock()
 	err := c.persist()
 	if c.own != nil {
 		c.own.CloseIdleConnections()

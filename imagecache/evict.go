@@ -63,6 +63,7 @@ func (c *Cache) enforceCapacityLocked() {
 // last reader finishes. It reports whether the space was freed now.
 func (c *Cache) evictLocked(e *entry) bool {
 	c.dirty = true
+	c.dropHeldLocked(e)
 	if e.readers > 0 {
 		c.log.Info("imagecache: evicting after readers finish", "sha256", hexOf(e.digest), "size", e.size, "readers", e.readers)
 		e.state = StateEvicting

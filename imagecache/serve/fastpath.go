@@ -81,14 +81,14 @@ const (
 // after the response head went out drops the connection, as net/http
 // does.
 func (l *Listener) serve(conn net.Conn, br *bufio.Reader, headLen int, h reqHead, out []byte) ([]byte, outcome) {
-	b, ok, err := l.s.store.Acquire(h.digest)
+	b, ok, err := l.s.store.AcquireShared(h.digest)
 	if err != nil || !ok {
 		return out, handOff
 	}
 	defer b.Release()
-	defer b.File.Close()
-	// Acquire checked the open file against the one verified (size,
-	// inode, mtime, ctime): no second fstat here.
+	// AcquireShared checked the file against the one verified (size,
+	// inode, mtime, ctime): no second fstat here. The file is shared:
+	// read only at offsets, never closed here.
 	etag := etagOf(h.digest)
 	code, rng := h.conds.Answer(h.get, etag, b.Size)
 	if code != http.StatusOK && code != http.StatusPartialContent {
@@ -136,15 +136,17 @@ type rangeSender interface {
 }
 
 // writeThenCopy sends head, then the range, on a connection without
-// SendFileAt: a write, then sendfile when conn.ReadFrom has it.
+// SendFileAt: a write, then a copy.
 func writeThenCopy(conn net.Conn, head []byte, f *os.File, rng httpfile.Range) (int64, error) {
 	if _, err := conn.Write(head); err != nil {
 		return 0, err
 	}
-	if _, err := f.Seek(rng.Start, io.SeekStart); err != nil {
-		return 0, err
+	// f is shared: read at offsets, its own offset untouched.
+	n, err := io.Copy(conn, io.NewSectionReader(f, rng.Start, rng.Length))
+	if err == nil && n < rng.Length {
+		err = io.ErrUnexpectedEOF // the file ended before the head's Content-Length
 	}
-	return io.CopyN(conn, f, rng.Length) // conn.ReadFrom: sendfile
+	return n, err
 }
 
 // etagOf is the strong entity tag of a blob: its digest in hex, quoted.

@@ -20,6 +20,11 @@ type Store interface {
 	// a reader on it until Release. ok is false for an image that is not
 	// ready; err is for one that is but whose file cannot be opened.
 	Acquire(digest [32]byte) (b Blob, ok bool, err error)
+	// AcquireShared is Acquire for the fast path: Blob.File is the blob's
+	// file the store keeps open for it while it is ready, shared with
+	// other responses. Read it only at an offset (sendfile with one,
+	// ReadAt), never close it, and call Release once.
+	AcquireShared(digest [32]byte) (b Blob, ok bool, err error)
 	// Pending reports whether digest is on its way to ready (queued,
 	// pulling, or being verified): 503 with Retry-After rather than 404.
 	Pending(digest [32]byte) bool

@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"runtime"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -40,6 +41,7 @@ type conn struct {
 	sf struct {
 		src        int
 		at         bool  // read the file at off, not at its own offset
+		raw        bool  // with at: the range is in the page cache (rawcalls.go)
 		off        int64 // with at: where the next sendfile reads
 		left, sent int64
 		err        error
@@ -49,7 +51,7 @@ type conn struct {
 
 	// The head SendFileAt sends with MSG_MORE, and moreStep, made once.
 	more     []byte
-	moreErr  error
+	moreErr  syscall.Errno
 	moreStep func(fd uintptr) bool
 	cork     func(fd uintptr) // TCP_CORK on, made once
 	uncork   func(fd uintptr) // TCP_CORK off, made once
@@ -61,6 +63,21 @@ type conn struct {
 
 	// The TCP_NOTSENT_LOWAT in force (0: none set), and the one bound
 	// wants, which setLowat, made once, sets.
+	// One Read at a time (rmu): its buffer and result, for readStep,
+	// made once, which reads with a raw call (rawcalls.go).
+	rmu      sync.Mutex
+	rd       []byte
+	rdN      int
+	rdErr    syscall.Errno
+	readStep func(fd uintptr) bool
+
+	// One Write at a time (wmu): what is left of it, for writeStep, made
+	// once.
+	wmu       sync.Mutex
+	wr        []byte
+	wrErr     syscall.Errno
+	writeStep func(fd uintptr) bool
+
 	lowat, wantLowat int
 	setLowat         func(fd uintptr)
 
@@ -91,17 +108,19 @@ func newConn(c net.Conn, s *Server) *conn {
 	}
 	pc.step = pc.sendStep
 	pc.moreStep = pc.sendMore
-	pc.cork = func(fd uintptr) { _ = unix.SetsockoptInt(int(fd), unix.IPPROTO_TCP, unix.TCP_CORK, 1) }
-	pc.uncork = func(fd uintptr) { _ = unix.SetsockoptInt(int(fd), unix.IPPROTO_TCP, unix.TCP_CORK, 0) }
+	pc.cork = func(fd uintptr) { _ = rawSetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_CORK, 1) }
+	pc.uncork = func(fd uintptr) { _ = rawSetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_CORK, 0) }
 	pc.bulkStep = pc.sendBulk
 	pc.setLowat = func(fd uintptr) {
 		pc.acked = pc.info.acked(int(fd))
 		pc.wantLowat = lowatUnder(pc.wantLowat, pc.info.sndWnd())
-		if pc.wantLowat != pc.lowat && unix.SetsockoptInt(int(fd), unix.IPPROTO_TCP, unix.TCP_NOTSENT_LOWAT, pc.wantLowat) == nil {
+		if pc.wantLowat != pc.lowat && rawSetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_NOTSENT_LOWAT, pc.wantLowat) == nil {
 			pc.lowat = pc.wantLowat
 		}
 	}
 	pc.readAcked = func(fd uintptr) { pc.ackedNow = pc.info.acked(int(fd)) }
+	pc.readStep = pc.recvStep
+	pc.writeStep = func(fd uintptr) bool { return pc.sendAll(fd, &pc.wr, 0, &pc.wrErr) }
 	return pc
 }
 
@@ -117,7 +136,7 @@ type tcpInfo struct {
 // what the socket takes.
 func (t *tcpInfo) acked(fd int) uint64 {
 	t.n = uint32(unsafe.Sizeof(t.buf))
-	_, _, e := unix.Syscall6(unix.SYS_GETSOCKOPT, uintptr(fd), unix.IPPROTO_TCP, unix.TCP_INFO,
+	_, e := call6(unix.SYS_GETSOCKOPT, uintptr(fd), unix.IPPROTO_TCP, unix.TCP_INFO,
 		uintptr(unsafe.Pointer(&t.buf)), uintptr(unsafe.Pointer(&t.n)), 0)
 	if e != 0 {
 		t.n = 0 // sndWnd must not report an earlier read's window
@@ -282,8 +301,12 @@ func (c *conn) progress() {
 	_ = c.Conn.SetWriteDeadline(now.Add(timeout))
 }
 
-// Write writes p in chunks, each under a fresh progress deadline.
+// Write writes p in chunks, each under a fresh progress deadline, with
+// raw send calls (rawcalls.go).
 func (c *conn) Write(p []byte) (int, error) {
+	if c.raw != nil {
+		return c.rawWriteAll(p)
+	}
 	n := 0
 	for len(p) > 0 {
 		c.progress()
@@ -333,7 +356,7 @@ func (c *conn) sendfile(f *os.File, limit int64) (int64, error, bool) {
 		return 0, nil, true
 	}
 	c.startBody(limit)
-	c.sf.src, c.sf.at, c.sf.left, c.sf.sent, c.sf.err = int(f.Fd()), false, limit, 0, nil
+	c.sf.src, c.sf.at, c.sf.raw, c.sf.left, c.sf.sent, c.sf.err = int(f.Fd()), false, false, limit, 0, nil
 	c.progress()
 	err := c.rawWrite(c.step)
 	runtime.KeepAlive(f)
@@ -358,7 +381,16 @@ func (c *conn) sendStep(fd uintptr) bool {
 		off = &c.sf.off
 	}
 	for c.sf.left > 0 {
-		n, err := unix.Sendfile(int(fd), c.sf.src, off, int(min(c.sf.left, maxSendfile)))
+		var n int
+		var err error
+		if c.sf.raw {
+			var e syscall.Errno
+			if n, e = rawSendfile(fd, c.sf.src, off, int(min(c.sf.left, maxSendfile))); e != 0 {
+				err = e
+			}
+		} else {
+			n, err = unix.Sendfile(int(fd), c.sf.src, off, int(min(c.sf.left, maxSendfile)))
+		}
 		if n > 0 {
 			c.sf.sent += int64(n)
 			c.sf.left -= int64(n)
@@ -394,18 +426,20 @@ func (c *conn) SendFileAt(head []byte, f *os.File, off, n int64) (int64, error) 
 		_ = c.raw.Control(c.cork)
 		defer c.raw.Control(c.uncork)
 	}
-	c.more, c.moreErr = head, nil
+	c.more, c.moreErr = head, 0
 	c.progress()
 	err := c.rawWrite(c.moreStep) // a head behind a slow reader's unsent data waits as a body does
 	c.more = nil
 	switch {
 	case err != nil:
 		return 0, c.stalledIf(err)
-	case c.moreErr != nil:
-		return 0, os.NewSyscallError("sendmsg", c.moreErr)
+	case c.moreErr != 0:
+		return 0, os.NewSyscallError("send", c.moreErr)
 	}
-	c.sf.src, c.sf.at, c.sf.off, c.sf.left, c.sf.sent, c.sf.err = int(f.Fd()), true, off, n, 0, nil
+	src := int(f.Fd())
+	c.sf.src, c.sf.at, c.sf.off, c.sf.left, c.sf.sent, c.sf.err = src, true, off, n, 0, nil
 	c.sf.noBulk = false
+	c.sf.raw = n < bulkAbove && inPageCache(src, off, n)
 	step := c.step
 	if n >= bulkAbove && c.s.bulk != nil {
 		step = c.bulkStep
@@ -486,22 +520,103 @@ func (c *conn) writeThenCopy(head []byte, f *os.File, off, n int64) (int64, erro
 // sendMore is the body of SendFileAt's head loop, as sendStep is of the
 // sendfile loop.
 func (c *conn) sendMore(fd uintptr) bool {
-	for len(c.more) > 0 {
-		n, err := unix.SendmsgN(int(fd), c.more, nil, nil, unix.MSG_MORE)
+	return c.sendAll(fd, &c.more, unix.MSG_MORE, &c.moreErr)
+}
+
+// sendAll sends *p on the socket fd with flags, a chunk of at most
+// writeChunk at a time, moving the progress deadline with every chunk the
+// socket takes: true once all is sent or on an error, kept in *errp;
+// false when the socket is full (RawConn.Write waits, under the deadline).
+func (c *conn) sendAll(fd uintptr, p *[]byte, flags int, errp *syscall.Errno) bool {
+	for len(*p) > 0 {
+		n, e := rawSend(fd, (*p)[:min(len(*p), writeChunk)], flags|unix.MSG_NOSIGNAL)
 		if n > 0 {
-			c.more = c.more[n:]
+			*p = (*p)[n:]
 			c.progress()
 		}
-		switch {
-		case err == unix.EAGAIN:
+		switch e {
+		case 0:
+		case unix.EAGAIN:
 			return false
-		case err == unix.EINTR:
-		case err != nil:
-			c.moreErr = err
+		case unix.EINTR:
+		default:
+			*errp = e
 			return true
 		}
 	}
 	return true
+}
+
+// rawWriteAll is Write on a socket.
+func (c *conn) rawWriteAll(p []byte) (int, error) {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	c.wr, c.wrErr = p, 0
+	c.progress()
+	err := c.raw.Write(c.writeStep)
+	n := len(p) - len(c.wr)
+	e := c.wrErr
+	c.wr = nil
+	switch {
+	case err != nil:
+		err = unwrapOp(err)
+	case e != 0:
+		err = os.NewSyscallError("write", e)
+	default:
+		return n, nil
+	}
+	return n, c.stalledIf(&net.OpError{Op: "write", Net: "tcp", Source: c.LocalAddr(), Addr: c.RemoteAddr(), Err: err})
+}
+
+// Read reads from the socket with a raw read (rawcalls.go), waiting in
+// the network poller under the read deadline as net.TCPConn's Read does.
+func (c *conn) Read(p []byte) (int, error) {
+	if c.raw == nil || len(p) == 0 {
+		return c.Conn.Read(p)
+	}
+	c.rmu.Lock()
+	defer c.rmu.Unlock()
+	c.rd, c.rdN, c.rdErr = p, 0, 0
+	err := c.raw.Read(c.readStep)
+	n, e := c.rdN, c.rdErr
+	c.rd = nil
+	switch {
+	case err != nil:
+		return 0, &net.OpError{Op: "read", Net: "tcp", Source: c.LocalAddr(), Addr: c.RemoteAddr(), Err: unwrapOp(err)}
+	case e != 0:
+		return 0, &net.OpError{Op: "read", Net: "tcp", Source: c.LocalAddr(), Addr: c.RemoteAddr(), Err: os.NewSyscallError("read", e)}
+	case n == 0:
+		return 0, io.EOF
+	}
+	return n, nil
+}
+
+// recvStep is Read's body, run by the socket's raw read: false waits for
+// the socket to have data.
+func (c *conn) recvStep(fd uintptr) bool {
+	for {
+		n, e := rawRecv(fd, c.rd)
+		switch e {
+		case 0:
+			c.rdN = n
+			return true
+		case unix.EAGAIN:
+			return false
+		case unix.EINTR:
+		default:
+			c.rdErr = e
+			return true
+		}
+	}
+}
+
+// unwrapOp is the cause inside a RawConn's *net.OpError ("raw-read"), so
+// that Read's own OpError names the read, as net.TCPConn's does.
+func unwrapOp(err error) error {
+	if op, ok := err.(*net.OpError); ok {
+		return op.Err
+	}
+	return err
 }
 
 // stalledIf counts err when it is the progress deadline's.

@@ -1,0 +1,8 @@
+//go:build !(386 || arm || mips || mipsle || ppc)
+
+package imagecache
+
+import "golang.org/x/sys/unix"
+
+// sysFstat is the fstat that fills unix.Stat_t.
+const sysFstat = unix.SYS_FSTAT

@@ -1,0 +1,196 @@
+package httpserver
+
+import (
+	"errors"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// inPageCache tells a range whose pages are all cached from one with a
+// page that is not: sendfile is raw only for the first.
+func TestInPageCache(t *testing.T) {
+	const size = 1 << 20
+	p := filepath.Join(t.TempDir(), "blob")
+	if err := os.WriteFile(p, make([]byte, size), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	fd := int(f.Fd())
+	if err := f.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Fadvise(fd, 0, 0, unix.FADV_DONTNEED); err != nil {
+		t.Skipf("fadvise: %v", err)
+	}
+	if inPageCache(fd, 0, size) {
+		if noCachestat.Load() {
+			t.Fatal("inPageCache said yes on a kernel without cachestat")
+		}
+		t.Skipf("the file system kept the pages (%s is not on a disk)", p)
+	}
+	if noCachestat.Load() {
+		t.Skip("no cachestat here (Linux 6.5): every sendfile is the runtime's")
+	}
+	// Read the first half in, and drop the second again (readahead may
+	// have brought it): the half is cached, the whole is not.
+	if _, err := f.ReadAt(make([]byte, size/2), 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Fadvise(fd, size/2, size/2, unix.FADV_DONTNEED); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		off, n int64
+		want   bool
+	}{
+		{0, size / 2, true},
+		{100, 5000, true},
+		{size/2 - 1, 1, true},
+		{size/2 - 1, 2, false},
+		{0, size, false},
+		{size - 10, 10, false},
+		{0, 0, false},
+		{-1, 10, false},
+	} {
+		if got := inPageCache(fd, tc.off, tc.n); got != tc.want {
+			t.Errorf("inPageCache(%d, %d) = %t, want %t", tc.off, tc.n, got, tc.want)
+		}
+	}
+	defer SetRawCalls(SetRawCalls(false))
+	if inPageCache(fd, 0, 4096) {
+		t.Error("inPageCache with raw calls off said yes: sendfile would be raw")
+	}
+}
+
+// A connection's raw Read and Write fail the way net.TCPConn's do: the
+// end of the stream is io.EOF, a passed deadline is a timeout, and a
+// write to a peer that reset is an error naming the write.
+func TestRawReadWriteErrors(t *testing.T) {
+	s, err := New(Config{ProgressTimeout: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	l := s.Listener(ln)
+	client, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	sc, err := l.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sc.Close()
+	if _, ok := sc.(*conn); !ok || sc.(*conn).raw == nil {
+		t.Fatalf("accepted %T, want a *conn with a descriptor", sc)
+	}
+
+	// Bytes both ways.
+	if _, err := client.Write([]byte("ping")); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 16)
+	if n, err := io.ReadAtLeast(sc, buf, 4); err != nil || string(buf[:n]) != "ping" {
+		t.Fatalf("Read = %q, %v", buf[:n], err)
+	}
+	big := make([]byte, 3<<20) // more than a socket takes at once
+	got := make(chan int, 1)
+	go func() {
+		n, _ := io.Copy(io.Discard, io.LimitReader(client, int64(len(big))))
+		got <- int(n)
+	}()
+	if n, err := sc.Write(big); n != len(big) || err != nil {
+		t.Fatalf("Write of %d bytes = %d, %v", len(big), n, err)
+	}
+	if n := <-got; n != len(big) {
+		t.Fatalf("the client read %d bytes, want %d", n, len(big))
+	}
+
+	// A deadline that passes while Read waits.
+	if err := sc.SetReadDeadline(time.Now().Add(50 * time.Millisecond)); err != nil {
+		t.Fatal(err)
+	}
+	_, err = sc.Read(buf)
+	var ne net.Error
+	if !errors.As(err, &ne) || !ne.Timeout() || !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("Read past its deadline = %v, want a timeout", err)
+	}
+	if err := sc.SetReadDeadline(time.Time{}); err != nil {
+		t.Fatal(err)
+	}
+
+	// The client resets: the next write fails; then the read ends.
+	if err := client.(*net.TCPConn).SetLinger(0); err != nil {
+		t.Fatal(err)
+	}
+	client.Close()
+	time.Sleep(50 * time.Millisecond)
+	var werr error
+	for range 10 { // the first write after a reset may still be taken
+		if _, werr = sc.Write([]byte("pong")); werr != nil {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	var op *net.OpError
+	if !errors.As(werr, &op) || op.Op != "write" ||
+		!(errors.Is(werr, syscall.ECONNRESET) || errors.Is(werr, syscall.EPIPE)) {
+		t.Fatalf("Write after a reset = %v, want a write *net.OpError with ECONNRESET or EPIPE", werr)
+	}
+	if _, err := sc.Read(buf); err == nil {
+		t.Fatal("Read after a reset succeeded")
+	}
+	sc.Close()
+	if _, err := sc.Read(buf); !errors.Is(err, net.ErrClosed) {
+		t.Fatalf("Read after Close = %v, want net.ErrClosed", err)
+	}
+}
+
+// The end of the stream is io.EOF.
+func TestRawReadEOF(t *testing.T) {
+	s, err := New(Config{ProgressTimeout: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	client, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc, err := s.Listener(ln).Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sc.Close()
+	if _, err := client.Write([]byte("last")); err != nil {
+		t.Fatal(err)
+	}
+	client.Close()
+	b, err := io.ReadAll(sc)
+	if err != nil || string(b) != "last" {
+		t.Fatalf("ReadAll = %q, %v; want the bytes, then EOF", b, err)
+	}
+	if n, err := sc.Read(make([]byte, 8)); n != 0 || err != io.EOF {
+		t.Fatalf("Read at the end = %d, %v; want io.EOF", n, err)
+	}
+}
