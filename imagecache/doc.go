@@ -20,7 +20,8 @@
 // area given a Request (it never touches the blob directory; commit here
 // renames its file in), and serve answers HTTP for the blobs through
 // net/http and its fast path, seeing the store only as Acquire(digest) →
-// (file, size, release) and Pending(digest) (blobs.go). The range and
+// (file, size, release), AcquireShared (the same with a descriptor held
+// open per ready blob, for the fast path) and Pending(digest) (blobs.go). The range and
 // conditional-request rules are internal/httpfile's, shared with the boot
 // files. README.md describes the on-disk layout and the semantics the
 // appliance and the CLI build on.

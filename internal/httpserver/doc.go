@@ -29,4 +29,10 @@
 // (bulk.go): a few epoll loops on threads at a lower priority, which keep
 // the progress timeout themselves and end a body at once when its
 // connection is closed.
+//
+// A connection's reads, writes, socket options and (for a range whose
+// pages are all in memory) sendfile are raw system calls, which the Go
+// runtime does not track: its own calls wake the runtime's monitor thread
+// whenever every processor was idle, which under many connections cost
+// more thread switches than the responses (rawcalls.go).
 package httpserver
