@@ -2,9 +2,10 @@ package tftpd
 
 import (
 	"errors"
-	"fmt"
 	"net"
 	"os"
+	"strconv"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"unsafe"
@@ -29,15 +30,26 @@ import (
 // calls do), so they are made as raw system calls, which the runtime does
 // not track. The file is read with preadv2(RWF_NOWAIT) the same way: it
 // returns at once from the page cache, or EAGAIN when it would wait for
-// the disk, and only then is the read made as a runtime system call, which
-// lets the runtime run other goroutines meanwhile.
+// the disk, and only then (or on a 0, see nowaitReads) is the read made
+// as a runtime system call, which lets the runtime run other goroutines
+// meanwhile.
 
-// nowaitReads: preadv2(RWF_NOWAIT) never waits for the disk here. Before
-// Linux 5.9 it could still start readahead, which may sleep (RWF_NOWAIT
-// implies IOCB_NOIO from 5.9 on); a raw call that sleeps holds its Go
-// processor, and a garbage collection waits for it. Older kernels read
-// every block the ordinary way.
-var nowaitReads = kernelAtLeast(5, 9)
+// nowaitReads: file reads start with a raw preadv2(RWF_NOWAIT); before
+// Linux 5.11 every read is a runtime system call. Before 5.9 RWF_NOWAIT
+// could still start readahead, which may sleep (it implies IOCB_NOIO from
+// 5.9 on); a raw call that sleeps holds its Go processor, and a garbage
+// collection waits for it. 5.9 and 5.10 are left out too: there it may
+// answer 0, as at the end of the file, for data not cached (readv(2),
+// BUGS). fileVec confirms every 0 with an ordinary read all the same, as
+// a release number need not tell which fixes a kernel carries.
+//
+// Later kernels may still start readahead: on 6.18 with ext4 a preadv2
+// that answered EAGAIN had the pages it asked for resident 100 ms later.
+// Submitting that I/O may sleep briefly, though the call does not wait
+// for the data. That is accepted: it comes only with the first touch of
+// data not cached, and a boot file is read from memory after its first
+// transfer.
+var nowaitReads = kernelAtLeast(5, 11)
 
 // kernelAtLeast reports whether the running kernel's release is at least
 // major.minor; false when it cannot tell.
@@ -46,11 +58,42 @@ func kernelAtLeast(major, minor int) bool {
 	if unix.Uname(&u) != nil {
 		return false
 	}
-	var ma, mi int
-	if n, _ := fmt.Sscanf(unix.ByteSliceToString(u.Release[:]), "%d.%d", &ma, &mi); n != 2 {
-		return false
+	return releaseAtLeast(unix.ByteSliceToString(u.Release[:]), major, minor)
+}
+
+// releaseAtLeast reports whether a kernel release is at least
+// major.minor, comparing numbers (5.10 is after 5.9); false when it cannot
+// tell.
+func releaseAtLeast(release string, major, minor int) bool {
+	ma, mi, ok := parseRelease(release)
+	return ok && (ma > major || ma == major && mi >= minor)
+}
+
+// parseRelease reads the major and minor numbers at the start of a kernel
+// release ("6.1.0-13-amd64", "6.18.44-fc-v1294", "6.1-rc1"); ok is false
+// unless it starts with two decimal numbers and a dot between them.
+func parseRelease(release string) (major, minor int, ok bool) {
+	major, rest, ok := leadingNumber(release)
+	if !ok || !strings.HasPrefix(rest, ".") {
+		return 0, 0, false
 	}
-	return ma > major || ma == major && mi >= minor
+	minor, _, ok = leadingNumber(rest[1:])
+	if !ok {
+		return 0, 0, false
+	}
+	return major, minor, true
+}
+
+// leadingNumber is the decimal number at the start of s and what follows
+// it; ok is false when s does not start with a digit or the number
+// overflows an int.
+func leadingNumber(s string) (n int, rest string, ok bool) {
+	i := 0
+	for i < len(s) && '0' <= s[i] && s[i] <= '9' {
+		i++
+	}
+	n, err := strconv.Atoi(s[:i])
+	return n, s[i:], err == nil
 }
 
 // rawCalls is false only in tests that measure the runtime system calls
@@ -66,6 +109,8 @@ type udpIO struct {
 	rc    syscall.RawConn
 	to    unix.RawSockaddrAny // the client
 	toLen uint32
+	// local and client are the socket's address and to, for errors.
+	local, client *net.UDPAddr
 
 	out     []byte // the datagram send is sending
 	sendErr error
@@ -97,7 +142,7 @@ func newUDPIO(conn *net.UDPConn, to *net.UDPAddr) *udpIO {
 	if err != nil {
 		return nil
 	}
-	u := &udpIO{rc: rc}
+	u := &udpIO{rc: rc, local: local, client: to}
 	switch {
 	case to.IP.To4() != nil && local.IP.To4() != nil:
 		sa := (*unix.RawSockaddrInet4)(unsafe.Pointer(&u.to))
@@ -136,9 +181,25 @@ func (u *udpIO) send(p []byte) error {
 		err = u.sendErr
 	}
 	if err != nil {
-		return &net.OpError{Op: "write", Net: "udp", Err: err}
+		return u.opError("write", err)
 	}
 	return nil
+}
+
+// opError is err, from the RawConn or from a raw call, as the net.UDPConn
+// call it stands for reports it: "read udp 127.0.0.1:1234: i/o timeout",
+// not the RawConn's "raw-read" inside another error. It wraps what it
+// was given, so errors.Is still finds os.ErrDeadlineExceeded,
+// net.ErrClosed or the errno.
+func (u *udpIO) opError(op string, err error) error {
+	e := &net.OpError{Op: op, Net: "udp", Source: u.local, Err: err}
+	if op == "write" {
+		e.Addr = u.client
+	}
+	if raw, ok := err.(*net.OpError); ok {
+		e.Err = raw.Err // the RawConn's own, of the same socket
+	}
+	return e
 }
 
 func (u *udpIO) sendStep(fd uintptr) bool {
@@ -169,10 +230,18 @@ func settle(e syscall.Errno, call string, err *error) bool {
 	return true
 }
 
+// errTooManySegments is sendSegments given more datagrams than its
+// iovecs hold (gsoMaxSegments).
+var errTooManySegments = errors.New("tftpd: more segments than one send carries")
+
 // sendSegments sends segs, at most gsoMaxSegments of them and none
 // empty, in one sendmsg with the control message oob (gso.go's
-// UDP_SEGMENT). gso.send sorts its errors by their errno.
+// UDP_SEGMENT). gso.send sorts its errors by their errno; more segments
+// than that are refused, not cut short.
 func (u *udpIO) sendSegments(segs [][]byte, oob []byte) error {
+	if len(segs) > len(u.iov) {
+		return errTooManySegments
+	}
 	u.segs, u.oob, u.sendErr = segs, oob, nil
 	err := u.rc.Write(u.segsFn)
 	u.segs, u.oob = nil, nil
@@ -183,13 +252,12 @@ func (u *udpIO) sendSegments(segs [][]byte, oob []byte) error {
 }
 
 func (u *udpIO) segsStep(fd uintptr) bool {
-	n := min(len(u.segs), len(u.iov))
-	for i, b := range u.segs[:n] {
+	for i, b := range u.segs {
 		u.iov[i].Base = &b[0]
 		u.iov[i].SetLen(len(b))
 	}
 	u.msg = unix.Msghdr{Name: (*byte)(unsafe.Pointer(&u.to)), Namelen: u.toLen, Iov: &u.iov[0]}
-	u.msg.SetIovlen(n)
+	u.msg.SetIovlen(len(u.segs))
 	if len(u.oob) > 0 {
 		u.msg.Control = &u.oob[0]
 		u.msg.SetControllen(len(u.oob))
@@ -218,7 +286,7 @@ func (u *udpIO) recv(buf []byte) (int, error) {
 		}
 		if err != nil {
 			u.in = nil
-			return 0, &net.OpError{Op: "read", Net: "udp", Err: err}
+			return 0, u.opError("read", err)
 		}
 		if u.fromClient() {
 			u.in = nil

@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -172,5 +174,44 @@ func TestFileVecAllocatesNothing(t *testing.T) {
 	}
 	if allocs != 0 {
 		t.Errorf("%v allocations per window read, want 0", allocs)
+	}
+}
+
+// TestFileChangedMidTransfer: a file that ends before the size it had at
+// open, or runs past it, ends the transfer with an ERROR, logged and
+// counted as an error. Its last block would otherwise pass for the end of
+// the file: the client would take a short or a changed file as whole and
+// the server would log it ok. A preadv2 that answers 0 for data not
+// cached (Linux 5.9 and 5.10) looks the same to the sender.
+func TestFileChangedMidTransfer(t *testing.T) {
+	size := len(testFiles["undionly.kpxe"])
+	for _, tc := range []struct {
+		name   string
+		change func(path string) error
+		cause  string
+	}{
+		{"cut short", func(path string) error { return os.Truncate(path, 5000) },
+			fmt.Sprintf("the file ended after 5000 bytes; it had %d at open", size)},
+		{"grown", func(path string) error { return os.Truncate(path, int64(size)+1000) },
+			fmt.Sprintf("the file runs past the %d bytes it had at open", size)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fx := start(t, Config{})
+			conn := dialRaw(t, fx.addr, request(1, "undionly.kpxe", "octet"))
+			defer conn.Close()
+			p, tid := readPacket(t, conn) // the file is open, and only block 1 read
+			wantData(t, p, 1)
+			if err := tc.change(filepath.Join(fx.dir, "undionly.kpxe")); err != nil {
+				t.Fatal(err)
+			}
+			got := rawDriveFrom(t, conn, p, tid)
+			if got.ErrMsg != errReadSource.Error() {
+				t.Fatalf("got %d bytes, ERROR %q; want ERROR %q", got.Size, got.ErrMsg, errReadSource)
+			}
+			if l := fx.logs.wait("tftp transfer", "file=undionly.kpxe", "result=error", tc.cause); len(l) != 1 {
+				t.Errorf("no error line with cause %q:\n%s", tc.cause, strings.Join(fx.logs.lines("tftp transfer"), "\n"))
+			}
+			waitMetric(t, fx, `siteboot_tftp_transfers_total{result="error"}`, 1)
+		})
 	}
 }

@@ -3,6 +3,7 @@ package tftpd
 import (
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"os"
@@ -57,28 +58,44 @@ type fileVec struct {
 	wait bool
 }
 
+// preadv2NoWait is preadv2(RWF_NOWAIT) of iov at, and moving, fd's
+// offset, as a raw system call. It is a variable so that a test can stand
+// in for a kernel that answers 0 short of the end of the file.
+var preadv2NoWait = func(fd uintptr, iov []unix.Iovec) (int, syscall.Errno) {
+	r, _, e := syscall.RawSyscall6(unix.SYS_PREADV2, fd, uintptr(unsafe.Pointer(&iov[0])), uintptr(len(iov)),
+		^uintptr(0), ^uintptr(0), unix.RWF_NOWAIT) // offset -1 (both halves, for 32-bit kernels)
+	return int(r), e
+}
+
 func newFileVec(rc syscall.RawConn, window int) *fileVec {
 	v := &fileVec{rc: rc, iov: make([]unix.Iovec, 0, window), wait: !rawCalls.Load() || !nowaitReads}
 	v.do = func(fd uintptr) bool {
 		for {
-			var r uintptr
+			var r int
 			var e syscall.Errno
-			if !v.wait {
+			nowait := !v.wait
+			if nowait {
 				// From the page cache, or EAGAIN at once (see rawio.go).
-				r, _, e = syscall.RawSyscall6(unix.SYS_PREADV2, fd, uintptr(unsafe.Pointer(&v.iov[0])), uintptr(len(v.iov)),
-					^uintptr(0), ^uintptr(0), unix.RWF_NOWAIT) // offset -1 (both halves, for 32-bit kernels): at, and moving, the file's offset
+				r, e = preadv2NoWait(fd, v.iov)
 				if e == unix.ENOSYS || e == unix.EOPNOTSUPP || e == unix.EINVAL {
 					v.wait = true // a kernel or file system without RWF_NOWAIT
 				}
 			}
-			if v.wait || e == unix.EAGAIN {
-				// Not cached (or no RWF_NOWAIT): a read that may wait for the disk.
-				r, _, e = unix.Syscall(unix.SYS_READV, fd, uintptr(unsafe.Pointer(&v.iov[0])), uintptr(len(v.iov)))
+			// Not cached (or no RWF_NOWAIT): a read that may wait for the
+			// disk. A 0 for a request that is never empty is the end of
+			// the file, or, on Linux 5.9 and 5.10, data not cached
+			// (readv(2), BUGS): taken for the end, it would end the
+			// transfer short. The ordinary read tells them apart, for one
+			// more call at the end of each file.
+			if v.wait || e == unix.EAGAIN || nowait && e == 0 && r == 0 {
+				var rr uintptr
+				rr, _, e = unix.Syscall(unix.SYS_READV, fd, uintptr(unsafe.Pointer(&v.iov[0])), uintptr(len(v.iov)))
+				r = int(rr)
 			}
 			if e == unix.EINTR {
 				continue
 			}
-			v.n, v.err = int(r), nil
+			v.n, v.err = r, nil
 			if e != 0 {
 				v.n, v.err = 0, e
 			}
@@ -169,6 +186,13 @@ type sender struct {
 	// (in lock step, one block per call, without the runtime's
 	// bookkeeping: rawio.go). nil for netascii, which converts as it reads.
 	readv func([][]byte) (int, error)
+	// size, if sized, is the file's size at open (not for netascii, which
+	// converts as it reads). A file that ends before it or runs past it
+	// ends the transfer with errReadSource: its last block would otherwise
+	// pass for the end of the file, and the client would take a short or
+	// a changed file as whole.
+	size  int64
+	sized bool
 
 	sent, acked int   // datagrams sent, ACKs that moved the transfer on: for the log line
 	cause       error // the read error behind errReadSource
@@ -204,6 +228,7 @@ func (x *sender) run(done <-chan struct{}, r io.Reader, oack []string) (int64, e
 	if x.readv != nil {
 		iovs = make([][]byte, 0, x.window)
 	}
+	var read int64 // bytes read from r, for x.size
 	var n int64
 	eof := false  // the last block, shorter than blksize, has been read
 	base := 1     // the first block not acknowledged
@@ -240,6 +265,7 @@ func (x *sender) run(done <-chan struct{}, r io.Reader, oack []string) (int64, e
 				p := buf[b%x.window*slot:][:slot]
 				l := min(got, x.blksize)
 				got -= l
+				read += int64(l)
 				binary.BigEndian.PutUint16(p, opDATA)
 				binary.BigEndian.PutUint16(p[2:], uint16(b))
 				win = append(win, p[:4+l])
@@ -259,6 +285,15 @@ func (x *sender) run(done <-chan struct{}, r io.Reader, oack []string) (int64, e
 			binary.BigEndian.PutUint16(p[2:], uint16(b)) // wraps to 0 after 65535, as clients expect
 			win = append(win, p[:4+l])
 			eof = l < x.blksize
+			read += int64(l)
+		}
+		if x.sized && (read > x.size || eof && read != x.size) {
+			x.cause = fmt.Errorf("the file ended after %d bytes; it had %d at open", read, x.size)
+			if !eof {
+				x.cause = fmt.Errorf("the file runs past the %d bytes it had at open", x.size)
+			}
+			x.abort(errReadSource)
+			return n, errReadSource
 		}
 		if len(win) == 0 {
 			return n, nil // the last block is acknowledged

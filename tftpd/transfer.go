@@ -62,8 +62,11 @@ func (s *Server) serveRead(done <-chan struct{}, l *listener, d datagram, log *s
 	var src io.Reader = f
 	if req.netascii() {
 		src = netasciiReader(f)
-	} else if rc, err := f.SyscallConn(); err == nil {
-		x.readv = newFileVec(rc, window).read
+	} else {
+		x.size, x.sized = size, true
+		if rc, err := f.SyscallConn(); err == nil {
+			x.readv = newFileVec(rc, window).read
+		}
 	}
 	n, err := x.run(done, src, oack)
 	if s.admit.wasPreempted(t) {

@@ -179,27 +179,31 @@ func TestRunLatencyReflectsServerDelay(t *testing.T) {
 // TestRunStopsOnCancel: a run whose context ends returns promptly with
 // what it counted so far. The context ends once the peer has read 20
 // requests: with 4 outstanding, at least 16 of them were answered by then
-// (a timer would race the run's start on a loaded machine).
+// (a timer would race the run's start on a loaded machine). The time is
+// taken just before cancel, where the context ends, and compared with
+// when the run returned; taken after the run returned it would measure
+// nothing.
 func TestRunStopsOnCancel(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	seen := make(chan struct{})
+	cancelled := make(chan time.Time, 1)
 	go func() {
 		select {
 		case <-seen:
 		case <-ctx.Done():
 		}
+		cancelled <- time.Now()
 		cancel()
 	}()
 	res := runPeerCtx(ctx, t, peer{Seen: seen, SeenAfter: 20}, options{Outstanding: 4, Duration: time.Minute})
-	var cancelled time.Time
+	returned := time.Now()
 	select {
 	case <-seen:
-		cancelled = time.Now()
 	default:
 		t.Fatalf("the run ended before the peer read 20 requests: %+v", res)
 	}
-	if el := time.Since(cancelled); el > 5*time.Second {
+	if el := returned.Sub(<-cancelled); el > 5*time.Second {
 		t.Errorf("run took %v after its context ended", el)
 	}
 	if res.Sent < 20 || res.Offers == 0 {
