@@ -43,27 +43,49 @@ var _ serve.Store = blobs{}
 func (b blobs) Acquire(d [32]byte) (serve.Blob, bool, error) {
 	c := b.c
 	c.mu.Lock()
-	e := c.entries[d]
-	if e == nil || e.state != StateReady {
+	e := c.readerLocked(d)
+	if e == nil {
 		c.mu.Unlock()
 		return serve.Blob{}, false, nil
 	}
-	e.readers++
-	e.lastUsed, c.dirty = c.cfg.Now(), true
 	want, size := e.stamp, e.size
 	c.mu.Unlock()
-	f, err := openBlob(c.blobPath(d))
+	f, ok, err := c.openVerified(e, want)
+	if !ok {
+		return serve.Blob{}, false, err
+	}
+	return serve.Blob{File: f, Size: size, Release: e.release}, true, nil
+}
+
+// readerLocked counts a reader on d's image if it is ready, and returns
+// its entry; nil if it is not ready.
+func (c *Cache) readerLocked(d [32]byte) *entry {
+	e := c.entries[d]
+	if e == nil || e.state != StateReady {
+		return nil
+	}
+	e.readers++
+	e.lastUsed, c.dirty = c.cfg.Now(), true
+	return e
+}
+
+// openVerified opens e's blob, a reader on it already counted, and checks
+// it is the file verified (want). When it cannot hand the file out, it
+// ends the read: an error to open it, or a file that is not the one
+// verified, which sends the blob back to be verified (ok false, err nil).
+func (c *Cache) openVerified(e *entry, want stamp) (*os.File, bool, error) {
+	f, err := openBlob(c.blobPath(e.digest))
 	if err != nil {
 		c.release(e)
-		return serve.Blob{}, false, err
+		return nil, false, err
 	}
 	if fi, err := f.Stat(); err != nil || stampOfInfo(fi) != want {
 		f.Close()
 		c.release(e)
 		c.changedOnDisk(e, want)
-		return serve.Blob{}, false, nil
+		return nil, false, nil
 	}
-	return serve.Blob{File: f, Size: size, Release: e.release}, true, nil
+	return f, true, nil
 }
 
 // held is a ready blob's file kept open for the fast path: opened by the
@@ -96,28 +118,20 @@ func init() { shareBlobs.Store(true) }
 func (b blobs) AcquireShared(d [32]byte) (serve.Blob, bool, error) {
 	c := b.c
 	c.mu.Lock()
-	e := c.entries[d]
-	if e == nil || e.state != StateReady {
+	e := c.readerLocked(d)
+	if e == nil {
 		c.mu.Unlock()
 		return serve.Blob{}, false, nil
 	}
-	h := e.held
-	if !shareBlobs.Load() {
-		c.mu.Unlock()
-		return b.acquireHeld(e, d)
-	}
-	if h != nil && h.stamp != e.stamp {
+	if h := e.held; h != nil && h.stamp != e.stamp {
 		c.dropHeldLocked(e) // verified again since it was opened
-		h = nil
 	}
-	if h == nil {
+	h, want, size := e.held, e.stamp, e.size
+	if h == nil || !shareBlobs.Load() {
 		c.mu.Unlock()
-		return b.acquireHeld(e, d)
+		return c.openHeld(e, want, size)
 	}
 	h.refs++
-	e.readers++
-	e.lastUsed, c.dirty = c.cfg.Now(), true
-	size := e.size
 	c.mu.Unlock()
 	if !fileIs(h.f, h.stamp) {
 		h.release()
@@ -127,25 +141,24 @@ func (b blobs) AcquireShared(d [32]byte) (serve.Blob, bool, error) {
 	return serve.Blob{File: h.f, Size: size, Release: h.release}, true, nil
 }
 
-// acquireHeld opens e's blob, checked as Acquire checks it, and makes it
-// the entry's held file if the entry is still ready with the stamp it was
-// checked against and holds none yet; a response that lost that race
-// reads its own file, closed at its release.
-func (b blobs) acquireHeld(e *entry, d [32]byte) (serve.Blob, bool, error) {
-	c := b.c
-	blob, ok, err := b.Acquire(d) // counts the reader
-	if !ok || err != nil {
-		return blob, ok, err
+// openHeld opens e's blob for a response, its reader counted, as Acquire
+// does, and makes it the entry's held file if the entry is still ready
+// with the stamp it was checked against and holds none yet; a response
+// that lost that race reads its own file, closed at its release.
+func (c *Cache) openHeld(e *entry, want stamp, size int64) (serve.Blob, bool, error) {
+	f, ok, err := c.openVerified(e, want)
+	if !ok {
+		return serve.Blob{}, false, err
 	}
-	h := &held{f: blob.File, refs: 1}
+	h := &held{f: f, stamp: want, refs: 1}
 	h.release = func() { c.releaseHeld(e, h) }
 	c.mu.Lock()
-	if c.entries[d] == e && e.state == StateReady && e.held == nil && shareBlobs.Load() {
-		h.stamp, e.held = e.stamp, h
+	if c.entries[e.digest] == e && e.state == StateReady && e.stamp == want && e.held == nil && shareBlobs.Load() {
+		e.held = h
 		h.refs++ // the entry's own
 	}
 	c.mu.Unlock()
-	return serve.Blob{File: h.f, Size: blob.Size, Release: h.release}, true, nil
+	return serve.Blob{File: f, Size: size, Release: h.release}, true, nil
 }
 
 // releaseHeld ends one response's read of h, a file of e.

@@ -18,22 +18,7 @@ func TestBlobChangedWhileRunningIsNotServed(t *testing.T) {
 		change func(t *testing.T, path string)
 	}{
 		{"written in place", func(t *testing.T, path string) { corrupt(t, path, 1000) }},
-		{"replaced", func(t *testing.T, path string) {
-			fi, err := os.Stat(path)
-			if err != nil {
-				t.Fatal(err)
-			}
-			other := filepath.Join(filepath.Dir(path), "..", "other")
-			if err := os.WriteFile(other, testBytes(99, int(fi.Size())), 0o444); err != nil {
-				t.Fatal(err)
-			}
-			if err := os.Chtimes(other, fi.ModTime(), fi.ModTime()); err != nil {
-				t.Fatal(err)
-			}
-			if err := os.Rename(other, path); err != nil {
-				t.Fatal(err)
-			}
-		}},
+		{"replaced", replaceBlob},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			data := testBytes(88, 256<<10)
@@ -59,5 +44,25 @@ func TestBlobChangedWhileRunningIsNotServed(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// replaceBlob renames another file of the same size and mtime over the
+// blob at path.
+func replaceBlob(t *testing.T, path string) {
+	t.Helper()
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := filepath.Join(filepath.Dir(path), "..", "other")
+	if err := os.WriteFile(other, testBytes(99, int(fi.Size())), 0o444); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chtimes(other, fi.ModTime(), fi.ModTime()); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(other, path); err != nil {
+		t.Fatal(err)
 	}
 }

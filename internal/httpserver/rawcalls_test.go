@@ -73,10 +73,10 @@ func TestInPageCache(t *testing.T) {
 	}
 }
 
-// A connection's raw Read and Write fail the way net.TCPConn's do: the
-// end of the stream is io.EOF, a passed deadline is a timeout, and a
-// write to a peer that reset is an error naming the write.
-func TestRawReadWriteErrors(t *testing.T) {
+// acceptedPair is a loopback client and the server's connection for it,
+// accepted through a Server's listener; both close at the end of the test.
+func acceptedPair(t *testing.T) (client, server net.Conn) {
+	t.Helper()
 	s, err := New(Config{ProgressTimeout: time.Minute})
 	if err != nil {
 		t.Fatal(err)
@@ -85,18 +85,25 @@ func TestRawReadWriteErrors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ln.Close()
-	l := s.Listener(ln)
-	client, err := net.Dial("tcp", ln.Addr().String())
+	t.Cleanup(func() { ln.Close() })
+	client, err = net.Dial("tcp", ln.Addr().String())
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer client.Close()
-	sc, err := l.Accept()
+	t.Cleanup(func() { client.Close() })
+	server, err = s.Listener(ln).Accept()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer sc.Close()
+	t.Cleanup(func() { server.Close() })
+	return client, server
+}
+
+// A connection's raw Read and Write fail the way net.TCPConn's do: the
+// end of the stream is io.EOF, a passed deadline is a timeout, and a
+// write to a peer that reset is an error naming the write.
+func TestRawReadWriteErrors(t *testing.T) {
+	client, sc := acceptedPair(t)
 	if _, ok := sc.(*conn); !ok || sc.(*conn).raw == nil {
 		t.Fatalf("accepted %T, want a *conn with a descriptor", sc)
 	}
@@ -126,7 +133,7 @@ func TestRawReadWriteErrors(t *testing.T) {
 	if err := sc.SetReadDeadline(time.Now().Add(50 * time.Millisecond)); err != nil {
 		t.Fatal(err)
 	}
-	_, err = sc.Read(buf)
+	_, err := sc.Read(buf)
 	var ne net.Error
 	if !errors.As(err, &ne) || !ne.Timeout() || !errors.Is(err, os.ErrDeadlineExceeded) {
 		t.Fatalf("Read past its deadline = %v, want a timeout", err)
@@ -164,24 +171,7 @@ func TestRawReadWriteErrors(t *testing.T) {
 
 // The end of the stream is io.EOF.
 func TestRawReadEOF(t *testing.T) {
-	s, err := New(Config{ProgressTimeout: time.Minute})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	client, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	sc, err := s.Listener(ln).Accept()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sc.Close()
+	client, sc := acceptedPair(t)
 	if _, err := client.Write([]byte("last")); err != nil {
 		t.Fatal(err)
 	}
