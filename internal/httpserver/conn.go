@@ -61,8 +61,6 @@ type conn struct {
 	job      atomic.Pointer[bulkJob]
 	bulkStep func(fd uintptr) bool
 
-	// The TCP_NOTSENT_LOWAT in force (0: none set), and the one bound
-	// wants, which setLowat, made once, sets.
 	// One Read at a time (rmu): its buffer and result, for readStep,
 	// made once, which reads with a raw call (rawcalls.go).
 	rmu      sync.Mutex
@@ -78,6 +76,8 @@ type conn struct {
 	wrErr     syscall.Errno
 	writeStep func(fd uintptr) bool
 
+	// The TCP_NOTSENT_LOWAT in force (0: none set), and the one bound
+	// wants, which setLowat, made once, sets.
 	lowat, wantLowat int
 	setLowat         func(fd uintptr)
 
