@@ -96,14 +96,76 @@ func (c *Cache) openVerified(e *entry, want stamp) (*os.File, bool, error) {
 // (the fast path makes no runtime system call per response: package
 // internal/httpserver says why). A write changes the file's ctime, and so
 // does a rename or unlink of it: a blob written in place, or replaced on
-// disk by another file, is verified again before the next response. A
-// shared file is only read at an offset (sendfile with one, ReadAt):
-// nothing moves its own offset.
+// disk by another file, is verified again before the next response (a
+// blob deleted behind the cache's back keeps its space until then, or
+// until eviction or Close). A shared file is only read at an offset
+// (sendfile with one, ReadAt): nothing moves its own offset.
+//
+// The file is also mapped (read-only, never touched through the mapping)
+// so that inMemory can ask mincore whether a range is in memory: the fast
+// path's sendfile is a raw call only then (internal/httpserver's
+// SendResidentAt).
 type held struct {
-	f       *os.File
-	stamp   stamp
-	refs    int    // the entry's own while it holds it, and one per response; under c.mu
-	release func() // ends one response's read; made once
+	f        *os.File
+	mem      []byte // f mapped, for mincore; nil if it could not be
+	stamp    stamp
+	refs     int                     // the entry's own while it holds it, and one per response; under c.mu
+	release  func()                  // ends one response's read; made once
+	inMemory func(off, n int64) bool // h.resident, made once
+}
+
+// newHeld makes the held file of f, one reference taken, released by
+// releasing e.
+func (c *Cache) newHeld(e *entry, f *os.File, st stamp, size int64) *held {
+	h := &held{f: f, stamp: st, refs: 1}
+	if size > 0 {
+		if mem, err := unix.Mmap(int(f.Fd()), 0, int(size), unix.PROT_READ, unix.MAP_SHARED); err == nil {
+			h.mem = mem
+		}
+	}
+	h.release = func() { c.releaseHeld(e, h) }
+	h.inMemory = h.resident
+	return h
+}
+
+// close unmaps and closes h's file; its last reference is gone.
+func (h *held) close() {
+	if h.mem != nil {
+		_ = unix.Munmap(h.mem)
+	}
+	h.f.Close()
+}
+
+// maxResidentPages bounds the range resident looks at: a larger one is
+// never called resident (the fast path sends those from bulk loops).
+const maxResidentPages = 1024
+
+// resident reports whether every page of h's bytes [off, off+n) is in
+// memory and read, so that sendfile of them does not wait for the disk.
+// mincore counts a page only once its read is done (cachestat would count
+// one readahead has only begun to read). A raw call: it never sleeps.
+func (h *held) resident(off, n int64) bool {
+	if h.mem == nil || n <= 0 || off < 0 || off+n > int64(len(h.mem)) {
+		return false
+	}
+	ps := int64(os.Getpagesize())
+	start := off &^ (ps - 1)
+	pages := (off + n - start + ps - 1) / ps
+	if pages > maxResidentPages {
+		return false
+	}
+	var vec [maxResidentPages]byte
+	_, _, e := syscall.RawSyscall(unix.SYS_MINCORE, uintptr(unsafe.Pointer(&h.mem[start])), uintptr(off+n-start),
+		uintptr(unsafe.Pointer(&vec[0])))
+	if e != 0 {
+		return false
+	}
+	for _, v := range vec[:pages] {
+		if v&1 == 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // shareBlobs: the fast path shares held files; false opens one per
@@ -138,7 +200,7 @@ func (b blobs) AcquireShared(d [32]byte) (serve.Blob, bool, error) {
 		c.changedOnDisk(e, h.stamp)
 		return serve.Blob{}, false, nil
 	}
-	return serve.Blob{File: h.f, Size: size, Release: h.release}, true, nil
+	return serve.Blob{File: h.f, Size: size, Release: h.release, InMemory: h.inMemory}, true, nil
 }
 
 // openHeld opens e's blob for a response, its reader counted, as Acquire
@@ -150,15 +212,14 @@ func (c *Cache) openHeld(e *entry, want stamp, size int64) (serve.Blob, bool, er
 	if !ok {
 		return serve.Blob{}, false, err
 	}
-	h := &held{f: f, stamp: want, refs: 1}
-	h.release = func() { c.releaseHeld(e, h) }
+	h := c.newHeld(e, f, want, size)
 	c.mu.Lock()
-	if c.entries[e.digest] == e && e.state == StateReady && e.stamp == want && e.held == nil && shareBlobs.Load() {
+	if !c.closed && c.entries[e.digest] == e && e.state == StateReady && e.stamp == want && e.held == nil && shareBlobs.Load() {
 		e.held = h
 		h.refs++ // the entry's own
 	}
 	c.mu.Unlock()
-	return serve.Blob{File: f, Size: size, Release: h.release}, true, nil
+	return serve.Blob{File: f, Size: size, Release: h.release, InMemory: h.inMemory}, true, nil
 }
 
 // releaseHeld ends one response's read of h, a file of e.
@@ -168,7 +229,7 @@ func (c *Cache) releaseHeld(e *entry, h *held) {
 	last := h.refs == 0
 	c.mu.Unlock()
 	if last {
-		h.f.Close()
+		h.close()
 	}
 	c.release(e)
 }
@@ -185,7 +246,7 @@ func (c *Cache) dropHeldLocked(e *entry) {
 	e.held = nil
 	h.refs--
 	if h.refs == 0 {
-		h.f.Close()
+		h.close()
 	}
 }
 
@@ -195,8 +256,7 @@ func (c *Cache) dropHeldLocked(e *entry) {
 // disk on a local file system.
 func fileIs(f *os.File, st stamp) bool {
 	var s unix.Stat_t
-	_, _, e := syscall.RawSyscall(sysFstat, f.Fd(), uintptr(unsafe.Pointer(&s)), 0)
-	if e != 0 {
+	if fstat(f.Fd(), &s) != nil {
 		return false
 	}
 	mt, ct := time.Unix(int64(s.Mtim.Sec), int64(s.Mtim.Nsec)), time.Unix(int64(s.Ctim.Sec), int64(s.Ctim.Nsec))

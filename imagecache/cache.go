@@ -36,6 +36,7 @@ type Cache struct {
 	mu      sync.Mutex
 	entries map[[32]byte]*entry
 	changed chan struct{} // closed and replaced on every state change
+	closed  bool          // Close has run: held files are not kept (blobs.go); under mu
 	seq     uint64        // queue order
 	dirty   bool          // last-used times changed since the last index write
 
@@ -156,6 +157,7 @@ func (c *Cache) unlock() {
 // has returned.
 func (c *Cache) Close() error {
 	c.mu.Lock()
+	c.closed = true // no response holds a blob open after this
 	for _, e := range c.entries {
 		c.dropHeldLocked(e)
 	}

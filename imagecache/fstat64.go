@@ -1,4 +1,4 @@
-//go:build !(386 || arm || mips || mipsle || ppc)
+//go:build amd64 || arm64 || riscv64 || ppc64 || ppc64le || s390x
 
 package imagecache
 

@@ -114,7 +114,11 @@ func (l *Listener) serve(conn net.Conn, br *bufio.Reader, headLen int, h reqHead
 		return out, keep
 	}
 	var n int64
-	if s, ok := conn.(rangeSender); ok {
+	if s, ok := conn.(residentSender); ok && b.InMemory != nil && b.InMemory(rng.Start, rng.Length) {
+		// As below, with the sendfile a raw system call: nothing it
+		// reads waits for the disk.
+		n, err = s.SendResidentAt(out, b.File, rng.Start, rng.Length)
+	} else if s, ok := conn.(rangeSender); ok {
 		// The head and the range's first bytes in one segment, the range
 		// read at its offset: a sendmsg and a sendfile per response.
 		n, err = s.SendFileAt(out, b.File, rng.Start, rng.Length)
@@ -133,6 +137,13 @@ func (l *Listener) serve(conn net.Conn, br *bufio.Reader, headLen int, h reqHead
 // together (internal/httpserver's connections do).
 type rangeSender interface {
 	SendFileAt(head []byte, f *os.File, off, n int64) (int64, error)
+}
+
+// residentSender is a rangeSender that can send a range known to be in
+// memory without the runtime's system-call bookkeeping
+// (internal/httpserver's connections can).
+type residentSender interface {
+	SendResidentAt(head []byte, f *os.File, off, n int64) (int64, error)
 }
 
 // writeThenCopy sends head, then the range, on a connection without

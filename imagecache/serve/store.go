@@ -12,6 +12,10 @@ type Blob struct {
 	// Release ends the read: eviction waits for it. Call it once, after
 	// the response.
 	Release func()
+	// InMemory, if not nil, reports whether every page of the file's
+	// bytes [off, off+n) is in memory and read: sending them does not
+	// wait for the disk. AcquireShared's blobs have it.
+	InMemory func(off, n int64) bool
 }
 
 // Store is what serving needs of the image cache.

@@ -41,7 +41,7 @@ type conn struct {
 	sf struct {
 		src        int
 		at         bool  // read the file at off, not at its own offset
-		raw        bool  // with at: the range is in the page cache (rawcalls.go)
+		raw        bool  // with at: the range is in memory, sendfile is raw (SendResidentAt)
 		off        int64 // with at: where the next sendfile reads
 		left, sent int64
 		err        error
@@ -410,6 +410,14 @@ func (c *conn) sendStep(fd uintptr) bool {
 	return true
 }
 
+// SendResidentAt is SendFileAt for a range the caller knows is in memory:
+// every page of f's bytes [off, off+n) resident and read (mincore). Its
+// sendfile is then a raw call (rawcalls.go); a range of bulkAbove and up
+// goes to a bulk loop as SendFileAt's does.
+func (c *conn) SendResidentAt(head []byte, f *os.File, off, n int64) (int64, error) {
+	return c.sendFileAt(head, f, off, n, true)
+}
+
 // SendFileAt sends head and then n bytes of f from off: a response head
 // and its body. The head goes with MSG_MORE, so the kernel sends it in one
 // segment with the body's first bytes (what nginx's tcp_nopush does, here
@@ -418,6 +426,11 @@ func (c *conn) sendStep(fd uintptr) bool {
 // neither used nor moved (no lseek). It returns the body bytes sent;
 // without a descriptor, or where sendfile refuses f, it writes and copies.
 func (c *conn) SendFileAt(head []byte, f *os.File, off, n int64) (int64, error) {
+	return c.sendFileAt(head, f, off, n, false)
+}
+
+// sendFileAt is SendFileAt, with a raw sendfile when resident.
+func (c *conn) sendFileAt(head []byte, f *os.File, off, n int64, resident bool) (int64, error) {
 	if c.raw == nil || n <= 0 {
 		return c.writeThenCopy(head, f, off, n)
 	}
@@ -436,10 +449,9 @@ func (c *conn) SendFileAt(head []byte, f *os.File, off, n int64) (int64, error) 
 	case c.moreErr != 0:
 		return 0, os.NewSyscallError("send", c.moreErr)
 	}
-	src := int(f.Fd())
-	c.sf.src, c.sf.at, c.sf.off, c.sf.left, c.sf.sent, c.sf.err = src, true, off, n, 0, nil
+	c.sf.src, c.sf.at, c.sf.off, c.sf.left, c.sf.sent, c.sf.err = int(f.Fd()), true, off, n, 0, nil
 	c.sf.noBulk = false
-	c.sf.raw = n < bulkAbove && inPageCache(src, off, n)
+	c.sf.raw = resident && n < bulkAbove && rawCalls.Load()
 	step := c.step
 	if n >= bulkAbove && c.s.bulk != nil {
 		step = c.bulkStep

@@ -24,9 +24,11 @@ import (
 // a garbage collection waits for it. The socket calls cannot (the socket
 // is non-blocking; EAGAIN waits in the network poller, under the
 // deadline, as net.TCPConn's own calls do). sendfile can, when it reads a
-// page that is not in memory: it is made raw only when cachestat (Linux
-// 6.5) says every page of the range is cached, and the ordinary way
-// otherwise, or where the kernel cannot say.
+// page that is not in memory, or one whose read from the disk is still
+// under way: it is raw only for SendResidentAt, whose caller has checked
+// every page of the range is in memory and read (the image cache asks
+// mincore, which counts a page only once its read is done; cachestat
+// counts it as soon as readahead inserts it, so it cannot tell).
 
 // rawCalls: the calls below are raw system calls; false makes them the
 // runtime's way (syscall.Syscall6), for tests that compare the two.
@@ -39,7 +41,12 @@ func init() { rawCalls.Store(true) }
 // for tests and A/B measurements of the difference.
 func SetRawCalls(on bool) bool { return rawCalls.Swap(on) }
 
-// call6 is a system call, raw unless rawCalls is off.
+// call6 is a system call, raw unless rawCalls is off. It is nosplit, as
+// the syscall package's own calls are: a caller may pass the address of
+// one of its locals as a uintptr, and a stack that grew in call6's
+// prologue would move that local away from the address the kernel reads.
+//
+//go:nosplit
 func call6(trap, a1, a2, a3, a4, a5, a6 uintptr) (uintptr, syscall.Errno) {
 	if rawCalls.Load() {
 		r, _, e := syscall.RawSyscall6(trap, a1, a2, a3, a4, a5, a6)
@@ -87,42 +94,12 @@ func rawRecv(fd uintptr, p []byte) (int, syscall.Errno) {
 }
 
 // rawSendfile is sendfile(2) of count bytes of src from *off to the
-// socket: the bytes sent, and the errno. Call it only for a range
-// inPageCache reported cached.
+// socket: the bytes sent, and the errno. Call it only for a range whose
+// pages are all in memory and read (SendResidentAt).
 func rawSendfile(sock uintptr, src int, off *int64, count int) (int, syscall.Errno) {
 	n, e := call6(sysSendfile, sock, uintptr(src), uintptr(unsafe.Pointer(off)), uintptr(count), 0, 0)
 	if e != 0 {
 		return 0, e
 	}
 	return int(n), 0
-}
-
-// noCachestat is set once the kernel has said it has no cachestat.
-var noCachestat atomic.Bool
-
-// pageSize is the kernel's page size, cachestat's unit.
-var pageSize = int64(os.Getpagesize())
-
-// inPageCache reports whether every page of the bytes [off, off+n) of the
-// file fd is in the page cache, so that sendfile of them does not wait
-// for the disk; false when the kernel cannot say (before Linux 6.5, or a
-// file system without a page cache). Pages can be reclaimed between the
-// look and the sendfile; that is rare, and then costs one sendfile's
-// wait on the disk with a processor held, as a page fault would.
-func inPageCache(fd int, off, n int64) bool {
-	if n <= 0 || off < 0 || noCachestat.Load() || !rawCalls.Load() {
-		return false
-	}
-	rng := unix.CachestatRange{Off: uint64(off), Len: uint64(n)}
-	var st unix.Cachestat_t
-	_, _, e := syscall.RawSyscall6(unix.SYS_CACHESTAT, uintptr(fd), uintptr(unsafe.Pointer(&rng)),
-		uintptr(unsafe.Pointer(&st)), 0, 0, 0)
-	if e == unix.ENOSYS {
-		noCachestat.Store(true)
-	}
-	if e != 0 {
-		return false
-	}
-	pages := (off+n-1)/pageSize - off/pageSize + 1
-	return st.Cache >= uint64(pages)
 }

@@ -1,0 +1,219 @@
+package imagecache
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Churn: responses share the held file while it is dropped (changed on
+// disk, verified again) over and over and other files are opened and closed
+// (so a descriptor closed too early would be reused): every read must get
+// the blob's bytes, and no descriptor may leak.
+func TestHeldFileUnderChurn(t *testing.T) {
+	data := testBytes(31, 1<<20)
+	d := digestOf(data)
+	c := readyCache(t, testConfig(t), data)
+	path := c.blobPath(d)
+	b := blobs{c}
+	other := filepath.Join(t.TempDir(), "other")
+	if err := os.WriteFile(other, bytes.Repeat([]byte{0xEE}, 1<<20), 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	var bad, served, ebadf atomic.Int64
+	for w := 0; w < 8; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			buf := make([]byte, 4096)
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				bl, ok, err := b.AcquireShared(d)
+				if err != nil || !ok {
+					continue
+				}
+				off := (i * 4099) % (len(data) - len(buf))
+				time.Sleep(time.Duration(i%3) * 50 * time.Microsecond)
+				if _, err := bl.File.ReadAt(buf, int64(off)); err != nil {
+					ebadf.Add(1)
+				} else if !bytes.Equal(buf, data[off:off+len(buf)]) {
+					bad.Add(1)
+				}
+				served.Add(1)
+				bl.Release()
+			}
+		}()
+	}
+	wg.Add(2)
+	go func() { // another file's descriptors, to take reused numbers
+		defer wg.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if f, err := os.Open(other); err == nil {
+				time.Sleep(20 * time.Microsecond)
+				f.Close()
+			}
+		}
+	}()
+	go func() { // drop the held file again and again
+		defer wg.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			c.mu.Lock()
+			e := c.entries[d]
+			st := e.stamp
+			c.mu.Unlock()
+			c.changedOnDisk(e, st)
+			nst, err := stampOf(path)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			c.verified(e, nst, true, nil)
+			time.Sleep(100 * time.Microsecond)
+		}
+	}()
+	time.Sleep(2 * time.Second)
+	close(stop)
+	wg.Wait()
+	t.Logf("served %d, wrong bytes %d, read errors %d", served.Load(), bad.Load(), ebadf.Load())
+	if bad.Load() != 0 || ebadf.Load() != 0 {
+		t.Fatal("a response read a closed or reused descriptor")
+	}
+	if r := c.Images()[0].Readers; r != 0 {
+		t.Fatalf("readers %d after all released", r)
+	}
+	if open, del := openFilesOf(t, path); open > 1 || del != 0 {
+		t.Fatalf("%d descriptors open on the blob (%d deleted), want at most the held one", open, del)
+	}
+	c.Close()
+	if open, del := openFilesOf(t, path); open+del != 0 {
+		t.Fatalf("%d descriptors open on the blob after Close", open+del)
+	}
+}
+
+// A response that starts after Cache.Close keeps no held file: nothing
+// would ever close it.
+func TestNoHeldFileAfterClose(t *testing.T) {
+	data := testBytes(32, 64<<10)
+	d := digestOf(data)
+	c := readyCache(t, testConfig(t), data)
+	b := blobs{c}
+	bl, ok, err := b.AcquireShared(d) // in flight across Close
+	if !ok || err != nil {
+		t.Fatal(ok, err)
+	}
+	c.Close()
+	bl.Release()
+	if open, _ := openFilesOf(t, c.blobPath(d)); open != 0 {
+		t.Fatalf("%d open after Close and the last release", open)
+	}
+	bl, ok, err = b.AcquireShared(d) // a late response
+	if !ok || err != nil {
+		t.Fatal(ok, err)
+	}
+	bl.Release()
+	if open, _ := openFilesOf(t, c.blobPath(d)); open != 0 {
+		t.Errorf("a response after Close left %d descriptors open on the blob for good", open)
+	}
+}
+
+// resident tells a range whose pages are all in memory and read from one
+// with a page that is not: the fast path's sendfile is raw only for the
+// first (a raw call that waits for the disk holds its Go processor).
+func TestHeldResident(t *testing.T) {
+	const size = 1 << 20
+	p := filepath.Join(t.TempDir(), "blob")
+	if err := os.WriteFile(p, make([]byte, size), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &Cache{}
+	h := c.newHeld(&entry{}, f, stamp{}, size)
+	defer h.close()
+	if h.mem == nil {
+		t.Fatal("the file was not mapped")
+	}
+	fd := int(f.Fd())
+	if err := f.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Fadvise(fd, 0, 0, unix.FADV_DONTNEED); err != nil {
+		t.Skipf("fadvise: %v", err)
+	}
+	// Told apart from resident itself: a read that must not wait.
+	if _, err := unix.Preadv2(fd, [][]byte{make([]byte, 512)}, size-512, unix.RWF_NOWAIT); err != unix.EAGAIN {
+		t.Skipf("the file system kept the pages (%s is not on a disk; preadv2 RWF_NOWAIT: %v)", p, err)
+	}
+	if h.resident(0, size) {
+		t.Error("resident(0, size) = true right after the pages were dropped")
+	}
+	// Read the first half in, and drop the second again (readahead may
+	// have brought it): the half is in memory, the whole is not.
+	if _, err := f.ReadAt(make([]byte, size/2), 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Fadvise(fd, size/2, size/2, unix.FADV_DONTNEED); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		off, n int64
+		want   bool
+	}{
+		{0, size / 2, true},
+		{100, 5000, true},
+		{size/2 - 1, 1, true},
+		{size/2 - 1, 2, false},
+		{0, size, false},
+		{size - 10, 10, false},
+		{0, 0, false},
+		{-1, 10, false},
+		{size - 10, 11, false}, // past the end
+	} {
+		if got := h.resident(tc.off, tc.n); got != tc.want {
+			t.Errorf("resident(%d, %d) = %t, want %t", tc.off, tc.n, got, tc.want)
+		}
+	}
+	// More pages than one look covers: never resident, even in memory.
+	big := filepath.Join(t.TempDir(), "big")
+	n := int64(maxResidentPages+1) * int64(os.Getpagesize())
+	if err := os.WriteFile(big, make([]byte, n), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	g, err := os.Open(big)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hg := c.newHeld(&entry{}, g, stamp{}, n)
+	defer hg.close()
+	if _, err := g.ReadAt(make([]byte, n), 0); err != nil {
+		t.Fatal(err)
+	}
+	if !hg.resident(0, n-int64(os.Getpagesize())) || hg.resident(0, n) {
+		t.Errorf("resident of %d pages = %t, of %d = %t; want true, false", maxResidentPages, hg.resident(0, n-int64(os.Getpagesize())), maxResidentPages+1, hg.resident(0, n))
+	}
+}
