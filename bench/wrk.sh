@@ -3,7 +3,7 @@
 # nginx, measured by wrk (a client this project did not write), in one run
 # on the same namespaces.
 #
-#   sudo bench/wrk.sh [-s SIZE_MIB] [-d DURATION] [-r ROUNDS] [-c "8 64 256"] [-R "1048576 4096"] [-t THREADS] [-N] [-o OUTDIR]
+#   sudo bench/wrk.sh [-s SIZE_MIB] [-d DURATION] [-r ROUNDS] [-c "8 64 256"] [-R "1048576 4096"] [-t THREADS] [-N] [-A ALT_BIN] [-o OUTDIR]
 #
 # Makes a SIZE_MIB (1024) random image; siteboot pulls it from an origin
 # nginx and verifies it; an anchor nginx (sendfile on, tcp_nopush, one worker
@@ -12,8 +12,10 @@
 # wrk -t THREADS (2) -c C -d DURATION (10s) --latency reads random aligned
 # ranges (bench/wrk/ranges.lua) from nginx, then from siteboot's
 # /cache/<sha256> (the fast path), and with -N from siteboot with
-# cache.fast_path false (net/http). Both servers stay up for the whole run;
-# CPU seconds are the target's utime+stime during its run. Every answer must
+# cache.fast_path false (net/http), and with -A from another siteboot build
+# (ALT_BIN, target "alt", fast path): an A/B of two builds in one run. The
+# targets' order at each point reverses every round. Every server stays up
+# for the whole run; CPU seconds are the target's utime+stime during its run. Every answer must
 # be a 206 (wrk's non-2xx count is recorded and must be 0). Reports req/s,
 # MB/s, p50/p99 per point and the per-round ratio siteboot/nginx.
 # SITEBOOT_BIN=path skips the build. Traffic stays in the lab; the EXIT trap
@@ -32,16 +34,18 @@ CONNS="8 64 256"
 RANGES="1048576 4096"
 THREADS=2
 NETHTTP=0
+ALT_BIN=""
 OUT=""
 ORIGIN_PORT=8081
 NGINX_PORT=8082
 SB_PORT=8080
 NH_PORT=8083
+ALT_PORT=8084
 
 usage() { awk 'NR > 1 && !/^#/ {exit} NR > 1 {sub(/^# ?/, ""); print}' "$0"; }
 
 [ "${1:-}" = --help ] && { usage; exit 0; }
-while getopts "s:d:r:c:R:t:No:h" opt; do
+while getopts "s:d:r:c:R:t:NA:o:h" opt; do
   case $opt in
     s) SIZE_MIB=$OPTARG ;;
     d) DURATION=$OPTARG ;;
@@ -50,6 +54,7 @@ while getopts "s:d:r:c:R:t:No:h" opt; do
     R) RANGES=$OPTARG ;;
     t) THREADS=$OPTARG ;;
     N) NETHTTP=1 ;;
+    A) ALT_BIN=$OPTARG ;;
     o) OUT=$OPTARG ;;
     h) usage; exit 0 ;;
     *) usage >&2; exit 2 ;;
@@ -73,6 +78,7 @@ preflight() {
   for r in $RANGES; do
     [[ $r =~ ^[1-9][0-9]{0,9}$ ]] && [ "$r" -le $((SIZE_MIB << 20)) ] || { echo "wrk.sh: -R $r: want 1..the image size (bytes)" >&2; exit 2; }
   done
+  [ -z "$ALT_BIN" ] || [ -x "$ALT_BIN" ] || { echo "wrk.sh: -A $ALT_BIN: not an executable" >&2; exit 2; }
   mkdir -p "$OUT"
 }
 
@@ -115,7 +121,8 @@ start_nginx() {
   wait_http "$3" "${4:-$CLI_NS}"
 }
 
-# start_siteboot NAME PORT FAST_PATH: siteboot on the one data dir; sets BG_PID.
+# start_siteboot NAME PORT FAST_PATH [BIN]: siteboot on the one data dir;
+# sets BG_PID.
 start_siteboot() {
   local data="$OUT/siteboot-data-$1"
   mkdir -p "$data"
@@ -135,7 +142,7 @@ tftp:
 cache:
   fast_path: $3
 YAML
-  start_bg "$SRV_NS" "$OUT/siteboot-$1.log" "$SITEBOOT_BIN" serve --config "$OUT/siteboot-$1.yaml"
+  start_bg "$SRV_NS" "$OUT/siteboot-$1.log" "${4:-$SITEBOOT_BIN}" serve --config "$OUT/siteboot-$1.yaml"
   wait_http "http://$SRV_IP:$2/readyz"
 }
 
@@ -198,7 +205,7 @@ summary() {
   printf '%-9s %-5s %-10s %12s %12s %8s\n' range conns target req/s MB/s ratio
   for rlen in $RANGES; do
     for c in $CONNS; do
-      for t in nginx siteboot $([ "$NETHTTP" = 1 ] && echo nethttp); do
+      for t in nginx siteboot $([ "$NETHTTP" = 1 ] && echo nethttp) $([ -n "$ALT_BIN" ] && echo alt); do
         local rps mbs ratio=""
         rps=$(awk -F'\t' -v t="$t" -v r="$rlen" -v c="$c" '$2 == t && $3 == r && $4 == c {print $5}' "$OUT/results.tsv" | median_of %.0f)
         mbs=$(awk -F'\t' -v t="$t" -v r="$rlen" -v c="$c" '$2 == t && $3 == r && $4 == c {print $6}' "$OUT/results.tsv" | median_of %.1f)
@@ -231,7 +238,7 @@ main() {
   printf 'round\ttarget\trange\tconns\treq_per_s\tmb_per_s\tp50\tp99\tnon2xx\tsocket_errors\tserver_cpu_s\ttx_pkts_per_resp\trx_pkts_per_resp\n' > "$OUT/results.tsv"
   lab_up
   start_nginx origin "listen 127.0.0.1:$ORIGIN_PORT; root $OUT/origin;" "http://127.0.0.1:$ORIGIN_PORT/image.bin" "$SRV_NS"
-  local fast nh="" ngx
+  local fast nh="" alt="" ngx
   start_siteboot fast "$SB_PORT" true; fast=$BG_PID
   pull fast
   local blob="$OUT/siteboot-data-fast/cache/blobs/sha256/$DIGEST"
@@ -240,19 +247,31 @@ main() {
     start_siteboot nethttp "$NH_PORT" false; nh=$BG_PID
     pull nethttp
   fi
+  if [ -n "$ALT_BIN" ]; then
+    start_siteboot alt "$ALT_PORT" true "$ALT_BIN"; alt=$BG_PID
+    pull alt
+  fi
   start_nginx anchor "listen $SRV_IP:$NGINX_PORT; location /cache/ { alias $(dirname "$blob")/; }" "http://$SRV_IP:$NGINX_PORT/cache/$DIGEST"
   ngx=$BG_PID
-  cat "$blob" > /dev/null # page cache warm for both
-  local round rlen c
+  cat "$OUT"/siteboot-data-*/cache/blobs/sha256/"$DIGEST" > /dev/null
+  # Targets as "name pid port"; every other round runs them in reverse,
+  # so that neither side always follows the other.
+  local -a targets=("nginx $ngx $NGINX_PORT" "siteboot $fast $SB_PORT")
+  [ -z "$nh" ] || targets+=("nethttp $nh $NH_PORT")
+  [ -z "$alt" ] || targets+=("alt $alt $ALT_PORT")
+  local round rlen c i name pid port
   for ((round = 1; round <= ROUNDS; round++)); do
     echo "== round $round/$ROUNDS (load $(cut -d' ' -f1-3 /proc/loadavg)) ==" >&2
     for rlen in $RANGES; do
       for c in $CONNS; do
-        wrk_run "$round" nginx "$ngx" "http://$SRV_IP:$NGINX_PORT/cache/$DIGEST" "$rlen" "$c"
-        wrk_run "$round" siteboot "$fast" "http://$SRV_IP:$SB_PORT/cache/$DIGEST" "$rlen" "$c"
-        if [ -n "$nh" ]; then
-          wrk_run "$round" nethttp "$nh" "http://$SRV_IP:$NH_PORT/cache/$DIGEST" "$rlen" "$c"
-        fi
+        for ((i = 0; i < ${#targets[@]}; i++)); do
+          if ((round % 2)); then
+            read -r name pid port <<< "${targets[i]}"
+          else
+            read -r name pid port <<< "${targets[${#targets[@]} - 1 - i]}"
+          fi
+          wrk_run "$round" "$name" "$pid" "http://$SRV_IP:$port/cache/$DIGEST" "$rlen" "$c"
+        done
       done
     done
   done
