@@ -3,21 +3,27 @@
 # nginx, measured by wrk (a client this project did not write), in one run
 # on the same namespaces.
 #
-#   sudo bench/wrk.sh [-s SIZE_MIB] [-d DURATION] [-r ROUNDS] [-c "8 64 256"] [-R "1048576 4096"] [-t THREADS] [-N] [-A ALT_BIN] [-o OUTDIR]
+#   sudo bench/wrk.sh [-s SIZE_MIB] [-d DURATION] [-r ROUNDS] [-c "8 64 256"]
+#                     [-R "1048576 4096"] [-t THREADS] [-N] [-A ALT_BIN] [-o OUTDIR]
 #
 # Makes a SIZE_MIB (1024) random image; siteboot pulls it from an origin
 # nginx and verifies it; an anchor nginx (sendfile on, tcp_nopush, one worker
 # per CPU, keep-alive) serves the verified blob file itself. For ROUNDS (3)
 # rounds, for each range length of -R and each connection count of -c,
 # wrk -t THREADS (2) -c C -d DURATION (10s) --latency reads random aligned
-# ranges (bench/wrk/ranges.lua) from nginx, then from siteboot's
-# /cache/<sha256> (the fast path), and with -N from siteboot with
-# cache.fast_path false (net/http), and with -A from another siteboot build
-# (ALT_BIN, target "alt", fast path): an A/B of two builds in one run. The
-# targets' order at each point reverses every round. Every server stays up
-# for the whole run; CPU seconds are the target's utime+stime during its run. Every answer must
-# be a 206 (wrk's non-2xx count is recorded and must be 0). Reports req/s,
-# MB/s, p50/p99 per point and the per-round ratio siteboot/nginx.
+# ranges (bench/wrk/ranges.lua) from each target in turn: nginx; siteboot's
+# /cache/<sha256> (the fast path); with -N, siteboot with cache.fast_path
+# false (net/http); with -A, another siteboot build (target "alt", fast
+# path), for an A/B of two builds in one run. ALT_BIN is the path of one
+# executable file (a wrapper script must exec siteboot, so that its CPU is
+# counted); it pulls and serves its own copy of the image, with its own
+# CLI and the same config. The order of the targets rotates by one every
+# round, so that over as many rounds as there are targets each runs in
+# every place. Every server stays up for the whole run; CPU seconds are the
+# target's utime+stime during its run. Every answer must be a 206 (wrk's
+# non-2xx count is recorded and must be 0). Reports req/s, MB/s, p50/p99
+# per point, each target's median per-round ratio to nginx, and with -A
+# alt's median per-round ratio to siteboot.
 # SITEBOOT_BIN=path skips the build. Traffic stays in the lab; the EXIT trap
 # removes it. Reproduce BENCHMARKS.md: sudo bench/wrk.sh -r 3 -d 10s -N
 set -euo pipefail
@@ -78,7 +84,11 @@ preflight() {
   for r in $RANGES; do
     [[ $r =~ ^[1-9][0-9]{0,9}$ ]] && [ "$r" -le $((SIZE_MIB << 20)) ] || { echo "wrk.sh: -R $r: want 1..the image size (bytes)" >&2; exit 2; }
   done
-  [ -z "$ALT_BIN" ] || [ -x "$ALT_BIN" ] || { echo "wrk.sh: -A $ALT_BIN: not an executable" >&2; exit 2; }
+  if [ -n "$ALT_BIN" ]; then
+    [ -f "$ALT_BIN" ] && [ -x "$ALT_BIN" ] || { echo "wrk.sh: -A $ALT_BIN: not an executable file" >&2; exit 2; }
+    # ip netns exec looks a bare name up in PATH: run the file named.
+    ALT_BIN=$(realpath -e -- "$ALT_BIN")
+  fi
   mkdir -p "$OUT"
 }
 
@@ -157,11 +167,12 @@ wait_http() {
   return 1
 }
 
-# pull NAME: the siteboot NAME pulls the image from the origin and verifies it.
+# pull NAME [BIN]: the siteboot NAME pulls the image from the origin and
+# verifies it, driven by BIN's CLI (SITEBOOT_BIN's by default).
 pull() {
-  local sock="$OUT/siteboot-data-$1/siteboot.sock"
-  "$SITEBOOT_BIN" --socket "$sock" image add --url "http://127.0.0.1:$ORIGIN_PORT/image.bin" --sha256 "$DIGEST" --format raw > /dev/null
-  "$SITEBOOT_BIN" --socket "$sock" --timeout 10m image pull --wait "$DIGEST" > /dev/null
+  local sock="$OUT/siteboot-data-$1/siteboot.sock" bin=${2:-$SITEBOOT_BIN}
+  "$bin" --socket "$sock" image add --url "http://127.0.0.1:$ORIGIN_PORT/image.bin" --sha256 "$DIGEST" --format raw > /dev/null
+  "$bin" --socket "$sock" --timeout 10m image pull --wait "$DIGEST" > /dev/null
 }
 
 # wrk_run ROUND TARGET PID URL RANGE CONNS: one wrk run, one results row.
@@ -197,25 +208,30 @@ netdev_packets() {
   in_ns "$SRV_NS" cat /sys/class/net/eth0/statistics/tx_packets /sys/class/net/eth0/statistics/rx_packets | paste -sd' '
 }
 
+# paired_ratio RANGE CONNS TARGET BASE: the median over rounds of TARGET's
+# req/s over BASE's in the same round.
+paired_ratio() {
+  awk -F'\t' -v r="$1" -v c="$2" -v t="$3" -v b="$4" '
+    $3 == r && $4 == c && $2 == t {x[$1] = $5}
+    $3 == r && $4 == c && $2 == b {y[$1] = $5}
+    END {for (k in x) if ((k in y) && y[k] > 0) print x[k] / y[k]}' "$OUT/results.tsv" | median_of %.2f
+}
+
 summary() {
   tsv_show "$OUT/results.tsv"
   echo
-  echo "== medians over $ROUNDS rounds; ratio = median of per-round siteboot/nginx req/s =="
+  echo "== medians over $ROUNDS rounds; ratios are medians of per-round ratios of req/s =="
   local rlen c t
-  printf '%-9s %-5s %-10s %12s %12s %8s\n' range conns target req/s MB/s ratio
+  printf '%-9s %-5s %-10s %12s %12s %8s %8s\n' range conns target req/s MB/s /nginx /siteboot
   for rlen in $RANGES; do
     for c in $CONNS; do
       for t in nginx siteboot $([ "$NETHTTP" = 1 ] && echo nethttp) $([ -n "$ALT_BIN" ] && echo alt); do
-        local rps mbs ratio=""
+        local rps mbs ratio="" vs=""
         rps=$(awk -F'\t' -v t="$t" -v r="$rlen" -v c="$c" '$2 == t && $3 == r && $4 == c {print $5}' "$OUT/results.tsv" | median_of %.0f)
         mbs=$(awk -F'\t' -v t="$t" -v r="$rlen" -v c="$c" '$2 == t && $3 == r && $4 == c {print $6}' "$OUT/results.tsv" | median_of %.1f)
-        if [ "$t" != nginx ]; then
-          ratio=$(awk -F'\t' -v t="$t" -v r="$rlen" -v c="$c" '
-            $3 == r && $4 == c && $2 == t {x[$1] = $5}
-            $3 == r && $4 == c && $2 == "nginx" {y[$1] = $5}
-            END {for (k in x) if ((k in y) && y[k] > 0) print x[k] / y[k]}' "$OUT/results.tsv" | median_of %.2f)x
-        fi
-        printf '%-9s %-5s %-10s %12s %12s %8s\n' "$rlen" "$c" "$t" "$rps" "$mbs" "$ratio"
+        [ "$t" = nginx ] || ratio=$(paired_ratio "$rlen" "$c" "$t" nginx)
+        [ "$t" != alt ] || vs=$(paired_ratio "$rlen" "$c" alt siteboot)
+        printf '%-9s %-5s %-10s %12s %12s %8s %8s\n' "$rlen" "$c" "$t" "$rps" "$mbs" "${ratio:+${ratio}x}" "${vs:+${vs}x}"
       done
     done
   done
@@ -235,6 +251,8 @@ main() {
     head -c "$SIZE_BYTES" /dev/urandom > "$OUT/origin/image.bin"
   DIGEST=$(sha256sum < "$OUT/origin/image.bin" | cut -d' ' -f1)
   echo "image: $SIZE_BYTES bytes, sha256 $DIGEST; wrk $(wrk -v 2>&1 | head -n 1 | cut -d' ' -f2)" >&2
+  echo "siteboot: $SITEBOOT_BIN ($("$SITEBOOT_BIN" version 2>&1 | head -n 1))" >&2
+  [ -z "$ALT_BIN" ] || echo "alt: $ALT_BIN ($("$ALT_BIN" version 2>&1 | head -n 1))" >&2
   printf 'round\ttarget\trange\tconns\treq_per_s\tmb_per_s\tp50\tp99\tnon2xx\tsocket_errors\tserver_cpu_s\ttx_pkts_per_resp\trx_pkts_per_resp\n' > "$OUT/results.tsv"
   lab_up
   start_nginx origin "listen 127.0.0.1:$ORIGIN_PORT; root $OUT/origin;" "http://127.0.0.1:$ORIGIN_PORT/image.bin" "$SRV_NS"
@@ -249,13 +267,13 @@ main() {
   fi
   if [ -n "$ALT_BIN" ]; then
     start_siteboot alt "$ALT_PORT" true "$ALT_BIN"; alt=$BG_PID
-    pull alt
+    pull alt "$ALT_BIN"
   fi
   start_nginx anchor "listen $SRV_IP:$NGINX_PORT; location /cache/ { alias $(dirname "$blob")/; }" "http://$SRV_IP:$NGINX_PORT/cache/$DIGEST"
   ngx=$BG_PID
+  # Every target's blob in the page cache (nginx reads the fast one's).
   cat "$OUT"/siteboot-data-*/cache/blobs/sha256/"$DIGEST" > /dev/null
-  # Targets as "name pid port"; every other round runs them in reverse,
-  # so that neither side always follows the other.
+  # Targets as "name pid port", rotated by one every round.
   local -a targets=("nginx $ngx $NGINX_PORT" "siteboot $fast $SB_PORT")
   [ -z "$nh" ] || targets+=("nethttp $nh $NH_PORT")
   [ -z "$alt" ] || targets+=("alt $alt $ALT_PORT")
@@ -265,11 +283,7 @@ main() {
     for rlen in $RANGES; do
       for c in $CONNS; do
         for ((i = 0; i < ${#targets[@]}; i++)); do
-          if ((round % 2)); then
-            read -r name pid port <<< "${targets[i]}"
-          else
-            read -r name pid port <<< "${targets[${#targets[@]} - 1 - i]}"
-          fi
+          read -r name pid port <<< "${targets[(i + round - 1) % ${#targets[@]}]}"
           wrk_run "$round" "$name" "$pid" "http://$SRV_IP:$port/cache/$DIGEST" "$rlen" "$c"
         done
       done
