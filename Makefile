@@ -84,8 +84,10 @@ gen: tools ## regenerate gen/ from proto/
 gen-check: gen ## fail when gen/ is not what proto/ generates
 	@git add -N gen >/dev/null 2>&1; git diff --exit-code --stat -- gen || { echo "gen/ is stale: run make gen and commit" >&2; exit 1; }
 
-lint: tools ## go vet, gofmt, buf lint, buf breaking
+lint: tools ## go vet, gofmt, buf lint, buf breaking, 32-bit builds
 	$(GO) vet ./...
+	GOARCH=386 $(GO) build ./...
+	GOARCH=arm $(GO) build ./...
 	@out=$$(gofmt -l $$(git ls-files '*.go' | grep -v '^gen/')); [ -z "$$out" ] || { echo "gofmt needed: $$out" >&2; exit 1; }
 	buf lint
 	./.ci/buf-breaking

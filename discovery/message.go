@@ -24,11 +24,11 @@ const PurposeDiscoveryAssertion = "discovery-assertion"
 // with SHA-256.
 func SigningMessage(purpose string, parts ...[]byte) ([]byte, error) {
 	size := len(messageDomain) + 1 + 4 + len(purpose)
-	if len(purpose) > math.MaxUint32 {
+	if uint64(len(purpose)) > math.MaxUint32 {
 		return nil, fmt.Errorf("discovery: purpose of %d bytes is too long to sign", len(purpose))
 	}
 	for i, p := range parts {
-		if len(p) > math.MaxUint32 {
+		if uint64(len(p)) > math.MaxUint32 {
 			return nil, fmt.Errorf("discovery: part %d of %d bytes is too long to sign", i, len(p))
 		}
 		size += 4 + len(p)

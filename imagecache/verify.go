@@ -28,7 +28,7 @@ type stamp struct {
 func stampOfInfo(fi os.FileInfo) stamp {
 	st := stamp{Size: fi.Size(), MtimeNs: fi.ModTime().UnixNano()}
 	if sys, ok := fi.Sys().(*syscall.Stat_t); ok {
-		st.Inode, st.CtimeNs = sys.Ino, time.Unix(sys.Ctim.Sec, sys.Ctim.Nsec).UnixNano()
+		st.Inode, st.CtimeNs = sys.Ino, time.Unix(int64(sys.Ctim.Sec), int64(sys.Ctim.Nsec)).UnixNano() // int32 on 32-bit
 	}
 	return st
 }
