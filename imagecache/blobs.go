@@ -90,15 +90,16 @@ func (c *Cache) openVerified(e *entry, want stamp) (*os.File, bool, error) {
 
 // held is a ready blob's file kept open for the fast path: opened by the
 // first fast response, shared by every one after it, and closed once the
-// entry no longer holds it (evicted, changed on disk, verified again) and
-// the last response reading it has released it. Every response checks it
+// entry no longer holds it (evicted, changed on disk, verified again, or
+// idle: no response for heldIdle, see sweepHeld) and the last response
+// reading it has released it. Every response checks it
 // is still the file verified with one fstat, made as a raw system call
 // (the fast path makes no runtime system call per response: package
 // internal/httpserver says why). A write changes the file's ctime, and so
 // does a rename or unlink of it: a blob written in place, or replaced on
 // disk by another file, is verified again before the next response (a
 // blob deleted behind the cache's back keeps its space until then, or
-// until eviction or Close). A shared file is only read at an offset
+// until the file is idle, evicted or closed). A shared file is only read at an offset
 // (sendfile with one, ReadAt): nothing moves its own offset.
 //
 // The file is also mapped (read-only, never touched through the mapping)
@@ -110,6 +111,7 @@ type held struct {
 	mem      []byte // f mapped, for mincore; nil if it could not be
 	stamp    stamp
 	refs     int                     // the entry's own while it holds it, and one per response; under c.mu
+	used     bool                    // a response took it since the last sweepHeld; under c.mu
 	release  func()                  // ends one response's read; made once
 	inMemory func(off, n int64) bool // h.resident, made once
 }
@@ -194,6 +196,7 @@ func (b blobs) AcquireShared(d [32]byte) (serve.Blob, bool, error) {
 		return c.openHeld(e, want, size)
 	}
 	h.refs++
+	h.used = true
 	c.mu.Unlock()
 	if !fileIs(h.f, h.stamp) {
 		h.release()
@@ -217,6 +220,7 @@ func (c *Cache) openHeld(e *entry, want stamp, size int64) (serve.Blob, bool, er
 	if !c.closed && c.entries[e.digest] == e && e.state == StateReady && e.stamp == want && e.held == nil && shareBlobs.Load() {
 		e.held = h
 		h.refs++ // the entry's own
+		h.used = true
 	}
 	c.mu.Unlock()
 	return serve.Blob{File: f, Size: size, Release: h.release, InMemory: h.inMemory}, true, nil
@@ -247,6 +251,29 @@ func (c *Cache) dropHeldLocked(e *entry) {
 	h.refs--
 	if h.refs == 0 {
 		h.close()
+	}
+}
+
+// heldIdle is how often Run looks for held files no response has taken
+// since its last look (sweepHeld): an image nobody reads closes its file
+// within two of these, so that the descriptors open after a boot storm
+// are those before it, and a blob deleted by hand frees its space soon.
+// Opening it again is three system calls at the next response.
+const heldIdle = time.Second
+
+// sweepHeld drops the held files no response took since the last sweep
+// and none is reading now.
+func (c *Cache) sweepHeld() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, e := range c.entries {
+		switch h := e.held; {
+		case h == nil:
+		case h.used:
+			h.used = false
+		case h.refs == 1: // the entry's own
+			c.dropHeldLocked(e)
+		}
 	}
 }
 

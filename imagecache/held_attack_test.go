@@ -217,3 +217,62 @@ func TestHeldResident(t *testing.T) {
 		t.Errorf("resident of %d pages = %t, of %d = %t; want true, false", maxResidentPages, hg.resident(0, n-int64(os.Getpagesize())), maxResidentPages+1, hg.resident(0, n))
 	}
 }
+
+// A held file nobody reads closes: the descriptors open after a boot storm
+// are those open before it. A file some response still reads stays open
+// until that response and a sweep after it; Run sweeps every heldIdle.
+func TestHeldFileClosedWhenIdle(t *testing.T) {
+	data := testBytes(33, 64<<10)
+	d := digestOf(data)
+	c := readyCache(t, testConfig(t), data)
+	b := blobs{c}
+	path := c.blobPath(d)
+	openNow := func() int { n, _ := openFilesOf(t, path); return n }
+
+	bl, ok, err := b.AcquireShared(d)
+	if !ok || err != nil {
+		t.Fatal(ok, err)
+	}
+	bl.Release()
+	c.sweepHeld() // it was used since the last sweep: kept
+	if n := openNow(); n != 1 {
+		t.Fatalf("%d descriptors on the blob after one sweep; want the held one", n)
+	}
+	c.sweepHeld()
+	if n := openNow(); n != 0 {
+		t.Fatalf("%d descriptors on the blob after two sweeps with no response; want 0", n)
+	}
+
+	bl, ok, err = b.AcquireShared(d) // opens it again, and reads across sweeps
+	if !ok || err != nil {
+		t.Fatal(ok, err)
+	}
+	c.sweepHeld()
+	c.sweepHeld()
+	buf := make([]byte, 4096)
+	if _, err := bl.File.ReadAt(buf, 8192); err != nil || !bytes.Equal(buf, data[8192:8192+4096]) {
+		t.Fatalf("a response's read across two sweeps: %v", err)
+	}
+	bl.Release()
+	if n := openNow(); n != 1 {
+		t.Fatalf("%d descriptors after the response; want the held one", n)
+	}
+	c.sweepHeld()
+	if n := openNow(); n != 0 {
+		t.Fatalf("%d descriptors after a sweep with no response; want 0", n)
+	}
+
+	runCache(t, c) // Run sweeps by itself
+	bl, ok, err = b.AcquireShared(d)
+	if !ok || err != nil {
+		t.Fatal(ok, err)
+	}
+	bl.Release()
+	deadline := time.Now().Add(4 * heldIdle)
+	for openNow() != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the held file of an idle image still open %v after its last response", 4*heldIdle)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
