@@ -1,6 +1,7 @@
 package imagecache
 
 import (
+	"errors"
 	"net"
 	"net/http"
 	"os"
@@ -72,11 +73,16 @@ func (c *Cache) readerLocked(d [32]byte) *entry {
 // openVerified opens e's blob, a reader on it already counted, and checks
 // it is the file verified (want). When it cannot hand the file out, it
 // ends the read: an error to open it, or a file that is not the one
-// verified, which sends the blob back to be verified (ok false, err nil).
+// verified or is gone, which sends the blob back to be verified (ok
+// false, err nil).
 func (c *Cache) openVerified(e *entry, want stamp) (*os.File, bool, error) {
 	f, err := openBlob(c.blobPath(e.digest))
 	if err != nil {
 		c.release(e)
+		if errors.Is(err, os.ErrNotExist) { // deleted behind the cache's back
+			c.changedOnDisk(e, want)
+			return nil, false, nil
+		}
 		return nil, false, err
 	}
 	if fi, err := f.Stat(); err != nil || stampOfInfo(fi) != want {
@@ -221,6 +227,7 @@ func (c *Cache) openHeld(e *entry, want stamp, size int64) (serve.Blob, bool, er
 		e.held = h
 		h.refs++ // the entry's own
 		h.used = true
+		c.armSweepLocked()
 	}
 	c.mu.Unlock()
 	return serve.Blob{File: f, Size: size, Release: h.release, InMemory: h.inMemory}, true, nil
@@ -254,26 +261,46 @@ func (c *Cache) dropHeldLocked(e *entry) {
 	}
 }
 
-// heldIdle is how often Run looks for held files no response has taken
-// since its last look (sweepHeld): an image nobody reads closes its file
-// within two of these, so that the descriptors open after a boot storm
-// are those before it, and a blob deleted by hand frees its space soon.
-// Opening it again is three system calls at the next response.
+// heldIdle is how often the cache looks for held files no response has
+// taken since its last look, while it holds any (sweepHeld): an image
+// nobody reads closes its file within two of these, so that the
+// descriptors open after a boot storm are those before it, and a blob
+// deleted by hand frees its space soon. Opening it again is three system
+// calls at the next response. With no held file there is no look.
 const heldIdle = time.Second
 
+// armSweepLocked makes sure a sweep of held files is due within heldIdle.
+func (c *Cache) armSweepLocked() {
+	if !c.sweeps {
+		c.sweeps = true
+		time.AfterFunc(c.heldIdle, c.sweepHeld)
+	}
+}
+
 // sweepHeld drops the held files no response took since the last sweep
-// and none is reading now.
+// and none is reading now, and arms the next sweep while some are left.
+// The files close after the lock: closing the last descriptor of a blob
+// deleted by hand frees its blocks, which may take a while.
 func (c *Cache) sweepHeld() {
+	var idle []*held
 	c.mu.Lock()
-	defer c.mu.Unlock()
+	c.sweeps = false
 	for _, e := range c.entries {
 		switch h := e.held; {
 		case h == nil:
 		case h.used:
 			h.used = false
+			c.armSweepLocked()
 		case h.refs == 1: // the entry's own
-			c.dropHeldLocked(e)
+			e.held, h.refs = nil, 0
+			idle = append(idle, h)
+		default: // responses are reading it
+			c.armSweepLocked()
 		}
+	}
+	c.mu.Unlock()
+	for _, h := range idle {
+		h.close()
 	}
 }
 

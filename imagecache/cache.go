@@ -37,8 +37,12 @@ type Cache struct {
 	entries map[[32]byte]*entry
 	changed chan struct{} // closed and replaced on every state change
 	closed  bool          // Close has run: held files are not kept (blobs.go); under mu
-	seq     uint64        // queue order
-	dirty   bool          // last-used times changed since the last index write
+	sweeps  bool          // a sweep of held files is due (armSweepLocked); under mu
+	// heldIdle is the time between sweeps (heldIdle; tests set their own
+	// before the first response).
+	heldIdle time.Duration
+	seq      uint64 // queue order
+	dirty    bool   // last-used times changed since the last index write
 
 	kick     chan struct{}
 	reverify chan struct{} // a ready blob changed on disk: wakes the verifier
@@ -98,6 +102,7 @@ func Open(cfg Config) (*Cache, error) {
 		changed:   make(chan struct{}),
 		kick:      make(chan struct{}, 1),
 		reverify:  make(chan struct{}, 1),
+		heldIdle:  heldIdle,
 	}
 	if err := c.openDir(); err != nil {
 		return nil, err

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -218,13 +219,31 @@ func TestHeldResident(t *testing.T) {
 	}
 }
 
-// A held file nobody reads closes: the descriptors open after a boot storm
-// are those open before it. A file some response still reads stays open
-// until that response and a sweep after it; Run sweeps every heldIdle.
+// mappedOf counts this process's mappings of path (also once deleted).
+func mappedOf(t *testing.T, path string) int {
+	t.Helper()
+	maps, err := os.ReadFile("/proc/self/maps")
+	if err != nil {
+		t.Skipf("no /proc/self/maps here: %v", err)
+	}
+	n := 0
+	for _, line := range strings.Split(string(maps), "\n") {
+		if strings.HasSuffix(line, " "+path) || strings.HasSuffix(line, " "+path+" (deleted)") {
+			n++
+		}
+	}
+	return n
+}
+
+// A held file nobody reads closes at the second sweep after its last
+// response: the descriptors open after a boot storm are those open before
+// it. A file some response still reads stays open until that response
+// and a sweep after it.
 func TestHeldFileClosedWhenIdle(t *testing.T) {
 	data := testBytes(33, 64<<10)
 	d := digestOf(data)
 	c := readyCache(t, testConfig(t), data)
+	c.heldIdle = time.Hour // the test sweeps
 	b := blobs{c}
 	path := c.blobPath(d)
 	openNow := func() int { n, _ := openFilesOf(t, path); return n }
@@ -239,8 +258,8 @@ func TestHeldFileClosedWhenIdle(t *testing.T) {
 		t.Fatalf("%d descriptors on the blob after one sweep; want the held one", n)
 	}
 	c.sweepHeld()
-	if n := openNow(); n != 0 {
-		t.Fatalf("%d descriptors on the blob after two sweeps with no response; want 0", n)
+	if n, m := openNow(), mappedOf(t, path); n != 0 || m != 0 {
+		t.Fatalf("%d descriptors and %d mappings of the blob after two sweeps with no response; want 0", n, m)
 	}
 
 	bl, ok, err = b.AcquireShared(d) // opens it again, and reads across sweeps
@@ -258,21 +277,73 @@ func TestHeldFileClosedWhenIdle(t *testing.T) {
 		t.Fatalf("%d descriptors after the response; want the held one", n)
 	}
 	c.sweepHeld()
-	if n := openNow(); n != 0 {
-		t.Fatalf("%d descriptors after a sweep with no response; want 0", n)
+	if n, m := openNow(), mappedOf(t, path); n != 0 || m != 0 {
+		t.Fatalf("%d descriptors and %d mappings after a sweep with no response; want 0", n, m)
 	}
+}
 
-	runCache(t, c) // Run sweeps by itself
-	bl, ok, err = b.AcquireShared(d)
+// The cache sweeps by itself, with or without Run, while it holds a file.
+func TestHeldFileClosesByItself(t *testing.T) {
+	data := testBytes(34, 64<<10)
+	d := digestOf(data)
+	c := readyCache(t, testConfig(t), data)
+	c.heldIdle = 20 * time.Millisecond
+	bl, ok, err := blobs{c}.AcquireShared(d)
 	if !ok || err != nil {
 		t.Fatal(ok, err)
 	}
 	bl.Release()
-	deadline := time.Now().Add(4 * heldIdle)
-	for openNow() != 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("the held file of an idle image still open %v after its last response", 4*heldIdle)
+	path := c.blobPath(d)
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		n, _ := openFilesOf(t, path)
+		if n == 0 && mappedOf(t, path) == 0 {
+			break
 		}
-		time.Sleep(50 * time.Millisecond)
+		if time.Now().After(deadline) {
+			t.Fatalf("the held file of an idle image still open 30 s after its last response (%d descriptors)", n)
+		}
+	}
+	c.mu.Lock()
+	armed := c.sweeps
+	c.mu.Unlock()
+	if armed {
+		t.Error("a sweep is still armed with no held file left")
+	}
+}
+
+// A blob deleted by hand once its held file closed is sent back to be
+// verified, and so pulled again, not answered with an error for good.
+func TestHeldBlobDeletedByHand(t *testing.T) {
+	data := testBytes(35, 64<<10)
+	d := digestOf(data)
+	c := readyCache(t, testConfig(t), data)
+	c.heldIdle = time.Hour
+	b := blobs{c}
+	bl, ok, err := b.AcquireShared(d)
+	if !ok || err != nil {
+		t.Fatal(ok, err)
+	}
+	bl.Release()
+	c.sweepHeld()
+	c.sweepHeld()
+	if err := os.Remove(c.blobPath(d)); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, err := b.AcquireShared(d); ok || err != nil {
+		t.Fatalf("AcquireShared of a blob deleted by hand: ok %v, err %v; want not ok, no error (verify again)", ok, err)
+	}
+	if !b.Pending(d) {
+		t.Fatal("a blob deleted by hand is not on its way back to ready")
+	}
+	runCache(t, c)
+	waitReady(t, c, d)
+	bl, ok, err = b.AcquireShared(d)
+	if !ok || err != nil {
+		t.Fatal("after the pull again:", ok, err)
+	}
+	defer bl.Release()
+	buf := make([]byte, len(data))
+	if _, err := bl.File.ReadAt(buf, 0); err != nil || !bytes.Equal(buf, data) {
+		t.Fatalf("after the pull again: %v", err)
 	}
 }

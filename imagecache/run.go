@@ -15,9 +15,8 @@ import (
 
 // Run pulls the queued images with Config.Concurrency workers, verifies
 // again the blobs Open (or a request, while it runs) found changed, requeues failed images after
-// Config.RetryFailed, persists last-used times every
-// Config.FlushInterval and closes the fast path's files of images nobody
-// read for a second (sweepHeld), until ctx ends. A pull interrupted by ctx keeps its
+// Config.RetryFailed and persists last-used times every
+// Config.FlushInterval, until ctx ends. A pull interrupted by ctx keeps its
 // checkpoint and resumes at the next Run. Call it once.
 func (c *Cache) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
@@ -28,16 +27,12 @@ func (c *Cache) Run(ctx context.Context) error {
 	c.kickWorkers()
 	t := time.NewTicker(c.cfg.FlushInterval)
 	defer t.Stop()
-	idle := time.NewTicker(heldIdle)
-	defer idle.Stop()
 	for done := false; !done; {
 		select {
 		case <-ctx.Done():
 			done = true
 		case <-t.C:
 			c.tick()
-		case <-idle.C:
-			c.sweepHeld()
 		}
 	}
 	wg.Wait()
