@@ -79,16 +79,16 @@ func (c *Cache) openVerified(e *entry, want stamp) (*os.File, bool, error) {
 	f, err := openBlob(c.blobPath(e.digest))
 	if err != nil {
 		c.release(e)
-		if errors.Is(err, os.ErrNotExist) { // deleted behind the cache's back
-			c.changedOnDisk(e, want)
+		if errors.Is(err, os.ErrNotExist) && dirExists(c.blobDir) { // deleted behind the cache's back
+			c.changedOnDisk(e, want, "missing from disk")
 			return nil, false, nil
 		}
-		return nil, false, err
+		return nil, false, err // the directory gone too (unmounted?): keep the entry
 	}
 	if fi, err := f.Stat(); err != nil || stampOfInfo(fi) != want {
 		f.Close()
 		c.release(e)
-		c.changedOnDisk(e, want)
+		c.changedOnDisk(e, want, changedMsg)
 		return nil, false, nil
 	}
 	return f, true, nil
@@ -193,12 +193,16 @@ func (b blobs) AcquireShared(d [32]byte) (serve.Blob, bool, error) {
 		c.mu.Unlock()
 		return serve.Blob{}, false, nil
 	}
+	var stale *held
 	if h := e.held; h != nil && h.stamp != e.stamp {
-		c.dropHeldLocked(e) // verified again since it was opened
+		stale = c.detachHeldLocked(e) // verified again since it was opened
 	}
 	h, want, size := e.held, e.stamp, e.size
 	if h == nil || !shareBlobs.Load() {
 		c.mu.Unlock()
+		if stale != nil {
+			stale.close()
+		}
 		return c.openHeld(e, want, size)
 	}
 	h.refs++
@@ -206,7 +210,7 @@ func (b blobs) AcquireShared(d [32]byte) (serve.Blob, bool, error) {
 	c.mu.Unlock()
 	if !fileIs(h.f, h.stamp) {
 		h.release()
-		c.changedOnDisk(e, h.stamp)
+		c.changedOnDisk(e, h.stamp, changedMsg)
 		return serve.Blob{}, false, nil
 	}
 	return serve.Blob{File: h.f, Size: size, Release: h.release, InMemory: h.inMemory}, true, nil
@@ -250,15 +254,26 @@ func (c *Cache) releaseHeld(e *entry, h *held) {
 // with the stamp its file was held for, before the blob is deleted: a
 // deleted file kept open keeps its space.
 func (c *Cache) dropHeldLocked(e *entry) {
+	if h := c.detachHeldLocked(e); h != nil {
+		h.close()
+	}
+}
+
+// detachHeldLocked is dropHeldLocked that leaves the close to the caller,
+// after c.mu: the file, if this was its last reference (else nil).
+// Closing the last descriptor of a blob deleted by hand frees its blocks,
+// which may take a while.
+func (c *Cache) detachHeldLocked(e *entry) *held {
 	h := e.held
 	if h == nil {
-		return
+		return nil
 	}
 	e.held = nil
 	h.refs--
 	if h.refs == 0 {
-		h.close()
+		return h
 	}
+	return nil
 }
 
 // heldIdle is how often the cache looks for held files no response has
@@ -304,6 +319,17 @@ func (c *Cache) sweepHeld() {
 	}
 }
 
+// changedMsg is what changedOnDisk logs of a blob whose file is not the
+// one verified.
+const changedMsg = "changed on disk since it was verified"
+
+// dirExists reports whether dir is there (a missing blob in a missing
+// directory is not a blob deleted by hand).
+func dirExists(dir string) bool {
+	fi, err := os.Stat(dir)
+	return err == nil && fi.IsDir()
+}
+
 // fileIs reports whether the open file f is still the file of stamp st
 // (size, inode, mtime and ctime: a write changes ctime). The fstat is a
 // raw system call: it reads the inode in memory and does not wait for the
@@ -321,17 +347,20 @@ func fileIs(f *os.File, st stamp) bool {
 // verified (written to, or replaced, while the cache runs) back to
 // StateVerifying, and wakes the verifier: it is not served until its hash
 // is checked again.
-func (c *Cache) changedOnDisk(e *entry, verified stamp) {
+func (c *Cache) changedOnDisk(e *entry, verified stamp, what string) {
 	c.mu.Lock()
 	if c.entries[e.digest] != e || e.state != StateReady || e.stamp != verified {
 		c.mu.Unlock() // evicted, or already handled
 		return
 	}
 	e.state, e.stamp, c.dirty = StateVerifying, stamp{}, true
-	c.dropHeldLocked(e)
-	c.log.Warn("imagecache: blob changed on disk since it was verified; verifying it again", "sha256", hexOf(e.digest))
+	h := c.detachHeldLocked(e)
+	c.log.Warn("imagecache: blob "+what+"; verifying it again", "sha256", hexOf(e.digest))
 	c.notifyLocked()
 	c.mu.Unlock()
+	if h != nil {
+		h.close()
+	}
 	select {
 	case c.reverify <- struct{}{}:
 	default:

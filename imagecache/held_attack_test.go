@@ -85,7 +85,7 @@ func TestHeldFileUnderChurn(t *testing.T) {
 			e := c.entries[d]
 			st := e.stamp
 			c.mu.Unlock()
-			c.changedOnDisk(e, st)
+			c.changedOnDisk(e, st, changedMsg)
 			nst, err := stampOf(path)
 			if err != nil {
 				t.Error(err)
@@ -309,6 +309,26 @@ func TestHeldFileClosesByItself(t *testing.T) {
 	if armed {
 		t.Error("a sweep is still armed with no held file left")
 	}
+
+	// A file a response reads across sweeps closes after it, by itself.
+	bl, ok, err = blobs{c}.AcquireShared(d)
+	if !ok || err != nil {
+		t.Fatal(ok, err)
+	}
+	time.Sleep(10 * c.heldIdle)
+	if n, _ := openFilesOf(t, path); n != 1 {
+		t.Fatalf("%d descriptors while a response reads; want the held one", n)
+	}
+	bl.Release()
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		n, _ := openFilesOf(t, path)
+		if n == 0 && mappedOf(t, path) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("a file read across sweeps still open 30 s after its response (%d descriptors)", n)
+		}
+	}
 }
 
 // A blob deleted by hand once its held file closed is sent back to be
@@ -346,4 +366,31 @@ func TestHeldBlobDeletedByHand(t *testing.T) {
 	if _, err := bl.File.ReadAt(buf, 0); err != nil || !bytes.Equal(buf, data) {
 		t.Fatalf("after the pull again: %v", err)
 	}
+}
+
+// A blob missing because its whole directory is (unmounted, moved) is an
+// error, and the image stays ready: nothing is pulled again for it.
+func TestHeldBlobDirectoryGone(t *testing.T) {
+	data := testBytes(36, 64<<10)
+	d := digestOf(data)
+	c := readyCache(t, testConfig(t), data)
+	c.heldIdle = time.Hour
+	moved := c.blobDir + ".moved"
+	if err := os.Rename(c.blobDir, moved); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, err := (blobs{c}).AcquireShared(d); ok || err == nil {
+		t.Fatalf("AcquireShared with the blob directory gone: ok %v, err %v; want an error", ok, err)
+	}
+	if st := c.Images()[0].State; st != StateReady {
+		t.Fatalf("state %v with the blob directory gone; want it left ready", st)
+	}
+	if err := os.Rename(moved, c.blobDir); err != nil {
+		t.Fatal(err)
+	}
+	bl, ok, err := (blobs{c}).AcquireShared(d)
+	if !ok || err != nil {
+		t.Fatal("with the directory back:", ok, err)
+	}
+	bl.Release()
 }

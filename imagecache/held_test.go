@@ -73,6 +73,7 @@ func TestFastPathSharesOneHeldFile(t *testing.T) {
 	data := testBytes(21, 3<<20)
 	d := digestOf(data)
 	c := readyCache(t, testConfig(t), data)
+	c.heldIdle = time.Hour // no idle sweep between the responses and the count
 	addr := serveLimited(t, c, true)
 	path := c.blobPath(d)
 	if open, _ := openFilesOf(t, path); open != 0 {
