@@ -21,7 +21,8 @@
 // renames its file in), and serve answers HTTP for the blobs through
 // net/http and its fast path, seeing the store only as Acquire(digest) →
 // (file, size, release), AcquireShared (the same with a descriptor held
-// open per ready blob, for the fast path) and Pending(digest) (blobs.go). The range and
+// open per ready blob that responses read, for the fast path; closed when
+// idle for a second or two) and Pending(digest) (blobs.go). The range and
 // conditional-request rules are internal/httpfile's, shared with the boot
 // files. README.md describes the on-disk layout and the semantics the
 // appliance and the CLI build on.

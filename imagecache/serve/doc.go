@@ -9,8 +9,9 @@
 // The package sees the cache only through Store: Acquire opens the blob of
 // a ready image and counts a reader on it until the Blob is released, so
 // that eviction never deletes a file a response is reading (the fast path
-// uses AcquireShared, a descriptor the cache holds open per ready blob,
-// read only at offsets, so that a response opens nothing); Pending tells a
+// uses AcquireShared, a descriptor the cache holds open per ready blob
+// while responses read it, read only at offsets, so that a response opens
+// nothing); Pending tells a
 // 503 (on its way) from a 404. The connections themselves (their number,
 // and a deadline on every write that moves with progress) are bounded by
 // the listener Listener wraps (internal/httpserver in the appliance).
