@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/siteboot/siteboot/imagecache/serve"
 )
 
 // Churn: responses share the held file while it is dropped (changed on
@@ -219,6 +221,31 @@ func TestHeldResident(t *testing.T) {
 	}
 }
 
+// acquireShared takes d's shared blob, failing the test if it cannot.
+func acquireShared(t *testing.T, c *Cache, d [32]byte) serve.Blob {
+	t.Helper()
+	bl, ok, err := blobs{c}.AcquireShared(d)
+	if !ok || err != nil {
+		t.Fatalf("AcquireShared: ok %v, err %v", ok, err)
+	}
+	return bl
+}
+
+// waitHeldClosed waits up to 30 s for no descriptor and no mapping of
+// path to be left; what names the file in the failure.
+func waitHeldClosed(t *testing.T, path, what string) {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		n, _ := openFilesOf(t, path)
+		if n == 0 && mappedOf(t, path) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s still open 30 s after its last response (%d descriptors)", what, n)
+		}
+	}
+}
+
 // mappedOf counts this process's mappings of path (also once deleted).
 func mappedOf(t *testing.T, path string) int {
 	t.Helper()
@@ -244,14 +271,10 @@ func TestHeldFileClosedWhenIdle(t *testing.T) {
 	d := digestOf(data)
 	c := readyCache(t, testConfig(t), data)
 	c.heldIdle = time.Hour // the test sweeps
-	b := blobs{c}
 	path := c.blobPath(d)
 	openNow := func() int { n, _ := openFilesOf(t, path); return n }
 
-	bl, ok, err := b.AcquireShared(d)
-	if !ok || err != nil {
-		t.Fatal(ok, err)
-	}
+	bl := acquireShared(t, c, d)
 	bl.Release()
 	c.sweepHeld() // it was used since the last sweep: kept
 	if n := openNow(); n != 1 {
@@ -262,10 +285,7 @@ func TestHeldFileClosedWhenIdle(t *testing.T) {
 		t.Fatalf("%d descriptors and %d mappings of the blob after two sweeps with no response; want 0", n, m)
 	}
 
-	bl, ok, err = b.AcquireShared(d) // opens it again, and reads across sweeps
-	if !ok || err != nil {
-		t.Fatal(ok, err)
-	}
+	bl = acquireShared(t, c, d) // opens it again, and reads across sweeps
 	c.sweepHeld()
 	c.sweepHeld()
 	buf := make([]byte, 4096)
@@ -288,21 +308,10 @@ func TestHeldFileClosesByItself(t *testing.T) {
 	d := digestOf(data)
 	c := readyCache(t, testConfig(t), data)
 	c.heldIdle = 20 * time.Millisecond
-	bl, ok, err := blobs{c}.AcquireShared(d)
-	if !ok || err != nil {
-		t.Fatal(ok, err)
-	}
+	bl := acquireShared(t, c, d)
 	bl.Release()
 	path := c.blobPath(d)
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		n, _ := openFilesOf(t, path)
-		if n == 0 && mappedOf(t, path) == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the held file of an idle image still open 30 s after its last response (%d descriptors)", n)
-		}
-	}
+	waitHeldClosed(t, path, "the held file of an idle image")
 	c.mu.Lock()
 	armed := c.sweeps
 	c.mu.Unlock()
@@ -311,24 +320,13 @@ func TestHeldFileClosesByItself(t *testing.T) {
 	}
 
 	// A file a response reads across sweeps closes after it, by itself.
-	bl, ok, err = blobs{c}.AcquireShared(d)
-	if !ok || err != nil {
-		t.Fatal(ok, err)
-	}
+	bl = acquireShared(t, c, d)
 	time.Sleep(10 * c.heldIdle)
 	if n, _ := openFilesOf(t, path); n != 1 {
 		t.Fatalf("%d descriptors while a response reads; want the held one", n)
 	}
 	bl.Release()
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		n, _ := openFilesOf(t, path)
-		if n == 0 && mappedOf(t, path) == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("a file read across sweeps still open 30 s after its response (%d descriptors)", n)
-		}
-	}
+	waitHeldClosed(t, path, "a file read across sweeps")
 }
 
 // A blob deleted by hand once its held file closed is sent back to be
@@ -339,10 +337,7 @@ func TestHeldBlobDeletedByHand(t *testing.T) {
 	c := readyCache(t, testConfig(t), data)
 	c.heldIdle = time.Hour
 	b := blobs{c}
-	bl, ok, err := b.AcquireShared(d)
-	if !ok || err != nil {
-		t.Fatal(ok, err)
-	}
+	bl := acquireShared(t, c, d)
 	bl.Release()
 	c.sweepHeld()
 	c.sweepHeld()
@@ -357,10 +352,7 @@ func TestHeldBlobDeletedByHand(t *testing.T) {
 	}
 	runCache(t, c)
 	waitReady(t, c, d)
-	bl, ok, err = b.AcquireShared(d)
-	if !ok || err != nil {
-		t.Fatal("after the pull again:", ok, err)
-	}
+	bl = acquireShared(t, c, d) // after the pull again
 	defer bl.Release()
 	buf := make([]byte, len(data))
 	if _, err := bl.File.ReadAt(buf, 0); err != nil || !bytes.Equal(buf, data) {
@@ -388,9 +380,5 @@ func TestHeldBlobDirectoryGone(t *testing.T) {
 	if err := os.Rename(moved, c.blobDir); err != nil {
 		t.Fatal(err)
 	}
-	bl, ok, err := (blobs{c}).AcquireShared(d)
-	if !ok || err != nil {
-		t.Fatal("with the directory back:", ok, err)
-	}
-	bl.Release()
+	acquireShared(t, c, d).Release() // with the directory back
 }
