@@ -306,9 +306,8 @@ func (c *Cache) sweepHeld() {
 		case h.used:
 			h.used = false
 			c.armSweepLocked()
-		case h.refs == 1: // the entry's own
-			e.held, h.refs = nil, 0
-			idle = append(idle, h)
+		case h.refs == 1: // the entry's own: the detach is its last
+			idle = append(idle, c.detachHeldLocked(e))
 		default: // responses are reading it
 			c.armSweepLocked()
 		}
