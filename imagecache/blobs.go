@@ -123,10 +123,10 @@ type held struct {
 }
 
 // newHeld makes the held file of f, one reference taken, released by
-// releasing e.
-func (c *Cache) newHeld(e *entry, f *os.File, st stamp, size int64) *held {
+// releasing e; mapped (for mincore) if mapIt.
+func (c *Cache) newHeld(e *entry, f *os.File, st stamp, size int64, mapIt bool) *held {
 	h := &held{f: f, stamp: st, refs: 1}
-	if size > 0 {
+	if mapIt && size > 0 {
 		if mem, err := unix.Mmap(int(f.Fd()), 0, int(size), unix.PROT_READ, unix.MAP_SHARED); err == nil {
 			h.mem = mem
 		}
@@ -199,11 +199,13 @@ func (b blobs) AcquireShared(d [32]byte) (serve.Blob, bool, error) {
 	}
 	h, want, size := e.held, e.stamp, e.size
 	if h == nil || !shareBlobs.Load() {
+		opener := !e.opening || !shareBlobs.Load()
+		e.opening = true
 		c.mu.Unlock()
 		if stale != nil {
 			stale.close()
 		}
-		return c.openHeld(e, want, size)
+		return c.openHeld(e, want, size, opener)
 	}
 	h.refs++
 	h.used = true
@@ -217,25 +219,44 @@ func (b blobs) AcquireShared(d [32]byte) (serve.Blob, bool, error) {
 }
 
 // openHeld opens e's blob for a response, its reader counted, as Acquire
-// does, and makes it the entry's held file if the entry is still ready
-// with the stamp it was checked against and holds none yet; a response
-// that lost that race reads its own file, closed at its release.
-func (c *Cache) openHeld(e *entry, want stamp, size int64) (serve.Blob, bool, error) {
+// does. The opener (the first response to find no held file) maps it and
+// makes it the entry's held file if the entry is still ready with the
+// stamp it was checked against and holds none yet. Responses that came
+// while it opened read their own files, unmapped and closed at their
+// release: a storm's first responses must not each map the whole image
+// (on a 32-bit system a few maps of a large image would take the address
+// space the runtime needs).
+func (c *Cache) openHeld(e *entry, want stamp, size int64, opener bool) (serve.Blob, bool, error) {
 	f, ok, err := c.openVerified(e, want)
 	if !ok {
+		if opener {
+			c.mu.Lock()
+			e.opening = false
+			c.mu.Unlock()
+		}
 		return serve.Blob{}, false, err
 	}
-	h := c.newHeld(e, f, want, size)
+	h := c.newHeld(e, f, want, size, opener)
+	if testHookHeldOpened != nil {
+		testHookHeldOpened()
+	}
 	c.mu.Lock()
-	if !c.closed && c.entries[e.digest] == e && e.state == StateReady && e.stamp == want && e.held == nil && shareBlobs.Load() {
-		e.held = h
-		h.refs++ // the entry's own
-		h.used = true
-		c.armSweepLocked()
+	if opener {
+		e.opening = false
+		if !c.closed && c.entries[e.digest] == e && e.state == StateReady && e.stamp == want && e.held == nil && shareBlobs.Load() {
+			e.held = h
+			h.refs++ // the entry's own
+			h.used = true
+			c.armSweepLocked()
+		}
 	}
 	c.mu.Unlock()
 	return serve.Blob{File: f, Size: size, Release: h.release, InMemory: h.inMemory}, true, nil
 }
+
+// testHookHeldOpened, if set (by tests, before any response), runs in
+// openHeld between opening a file and offering it as the held one.
+var testHookHeldOpened func()
 
 // releaseHeld ends one response's read of h, a file of e.
 func (c *Cache) releaseHeld(e *entry, h *held) {

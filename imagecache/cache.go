@@ -67,6 +67,7 @@ type entry struct {
 	cancel   context.CancelFunc
 	release  func() // ends one reader; made once, so a response allocates none
 	held     *held  // the blob's file the fast path shares while ready (blobs.go)
+	opening  bool   // a response is opening the file to hold (openHeld)
 
 	progress pull.Progress // bytes pulled (or hashed, while verifying), written by its worker
 }

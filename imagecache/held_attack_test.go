@@ -2,6 +2,7 @@ package imagecache
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -156,7 +157,7 @@ func TestHeldResident(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := &Cache{}
-	h := c.newHeld(&entry{}, f, stamp{}, size)
+	h := c.newHeld(&entry{}, f, stamp{}, size, true)
 	defer h.close()
 	if h.mem == nil {
 		t.Fatal("the file was not mapped")
@@ -211,7 +212,7 @@ func TestHeldResident(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	hg := c.newHeld(&entry{}, g, stamp{}, n)
+	hg := c.newHeld(&entry{}, g, stamp{}, n, true)
 	defer hg.close()
 	if _, err := g.ReadAt(make([]byte, n), 0); err != nil {
 		t.Fatal(err)
@@ -381,4 +382,74 @@ func TestHeldBlobDirectoryGone(t *testing.T) {
 		t.Fatal(err)
 	}
 	acquireShared(t, c, d).Release() // with the directory back
+}
+
+// The first responses of a storm all find no held file: only one of them
+// maps the blob (for mincore) and becomes the held file; the others read
+// their own unmapped files. Each mapping the whole image would, on a
+// 32-bit system, take the address space the runtime needs.
+func TestHeldFileMappedOnce(t *testing.T) {
+	data := testBytes(35, 1<<20)
+	d := digestOf(data)
+	c := readyCache(t, testConfig(t), data)
+	c.heldIdle = time.Hour // the test looks at the held file
+	path := c.blobPath(d)
+
+	const n = 4
+	arrived, release := make(chan struct{}), make(chan struct{})
+	testHookHeldOpened = func() { arrived <- struct{}{}; <-release }
+	t.Cleanup(func() { testHookHeldOpened = nil })
+
+	got := make(chan serve.Blob, n)
+	errs := make(chan error, n)
+	for i := 0; i < n; i++ {
+		go func() {
+			bl, ok, err := blobs{c}.AcquireShared(d)
+			if !ok || err != nil {
+				errs <- fmt.Errorf("AcquireShared: ok %v, err %v", ok, err)
+				return
+			}
+			got <- bl
+		}()
+	}
+	for i := 0; i < n; i++ { // all opened before any is offered as the held one
+		select {
+		case <-arrived:
+		case err := <-errs:
+			t.Fatal(err)
+		case <-time.After(10 * time.Second):
+			t.Fatalf("only %d of %d responses opened the blob", i, n)
+		}
+	}
+	maps := mappedOf(t, path)
+	close(release)
+	if maps != 1 {
+		t.Errorf("%d responses opening the blob at once mapped it %d times, want once", n, maps)
+	}
+	resident := 0
+	for i := 0; i < n; i++ {
+		bl := <-got
+		if bl.InMemory != nil && bl.InMemory(0, int64(len(data))) {
+			resident++
+		}
+		bl.Release()
+	}
+	if resident != 1 {
+		t.Errorf("%d of the first responses could ask mincore, want 1 (the held file)", resident)
+	}
+	c.mu.Lock()
+	h := c.entries[d].held
+	mapped := h != nil && h.mem != nil
+	c.mu.Unlock()
+	if !mapped {
+		t.Fatal("no mapped held file after the first responses")
+	}
+	if n, _ := openFilesOf(t, path); n != 1 || mappedOf(t, path) != 1 {
+		t.Errorf("after the first responses: %d descriptors, %d mappings of the blob, want 1 and 1", n, mappedOf(t, path))
+	}
+	bl := acquireShared(t, c, d) // later responses share the held file
+	if bl.InMemory == nil || !bl.InMemory(0, int64(len(data))) {
+		t.Error("a later response cannot ask mincore")
+	}
+	bl.Release()
 }
