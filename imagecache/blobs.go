@@ -95,7 +95,9 @@ func (c *Cache) openVerified(e *entry, want stamp) (*os.File, bool, error) {
 }
 
 // held is a ready blob's file kept open for the fast path: opened by the
-// first fast response, shared by every one after it, and closed once the
+// first fast response (the opener, openHeld), shared by every one after it
+// (those that come while the opener opens it read their own files, in
+// helds of their own, unmapped), and closed once the
 // entry no longer holds it (evicted, changed on disk, verified again, or
 // idle: no response for heldIdle, see sweepHeld) and the last response
 // reading it has released it. Every response checks it
@@ -114,7 +116,7 @@ func (c *Cache) openVerified(e *entry, want stamp) (*os.File, bool, error) {
 // SendResidentAt).
 type held struct {
 	f        *os.File
-	mem      []byte // f mapped, for mincore; nil if it could not be
+	mem      []byte // f mapped, for mincore; nil if it is not (not the opener's, or mmap failed)
 	stamp    stamp
 	refs     int                     // the entry's own while it holds it, and one per response; under c.mu
 	used     bool                    // a response took it since the last sweepHeld; under c.mu
@@ -122,8 +124,8 @@ type held struct {
 	inMemory func(off, n int64) bool // h.resident, made once
 }
 
-// newHeld makes the held file of f, one reference taken, released by
-// releasing e; mapped (for mincore) if mapIt.
+// newHeld wraps f, a file of e, for a response, one reference taken,
+// released by releasing e; mapped (for mincore) if mapIt.
 func (c *Cache) newHeld(e *entry, f *os.File, st stamp, size int64, mapIt bool) *held {
 	h := &held{f: f, stamp: st, refs: 1}
 	if mapIt && size > 0 {
@@ -199,8 +201,8 @@ func (b blobs) AcquireShared(d [32]byte) (serve.Blob, bool, error) {
 	}
 	h, want, size := e.held, e.stamp, e.size
 	if h == nil || !shareBlobs.Load() {
-		opener := !e.opening || !shareBlobs.Load()
-		e.opening = true
+		opener := (!e.opening && !c.closed) || !shareBlobs.Load()
+		e.opening = e.opening || opener
 		c.mu.Unlock()
 		if stale != nil {
 			stale.close()
@@ -237,8 +239,8 @@ func (c *Cache) openHeld(e *entry, want stamp, size int64, opener bool) (serve.B
 		return serve.Blob{}, false, err
 	}
 	h := c.newHeld(e, f, want, size, opener)
-	if testHookHeldOpened != nil {
-		testHookHeldOpened()
+	if hook := testHookHeldOpened; hook != nil {
+		hook()
 	}
 	c.mu.Lock()
 	if opener {

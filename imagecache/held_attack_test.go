@@ -355,6 +355,10 @@ func TestHeldBlobDeletedByHand(t *testing.T) {
 	waitReady(t, c, d)
 	bl = acquireShared(t, c, d) // after the pull again
 	defer bl.Release()
+	// The opener that found it gone let go of opening it.
+	if !heldMapped(c, d) {
+		t.Error("after the pull again, the response did not become the mapped held file")
+	}
 	buf := make([]byte, len(data))
 	if _, err := bl.File.ReadAt(buf, 0); err != nil || !bytes.Equal(buf, data) {
 		t.Fatalf("after the pull again: %v", err)
@@ -382,6 +386,18 @@ func TestHeldBlobDirectoryGone(t *testing.T) {
 		t.Fatal(err)
 	}
 	acquireShared(t, c, d).Release() // with the directory back
+	// The opener that failed let go of opening it.
+	if !heldMapped(c, d) {
+		t.Fatal("with the directory back, the response did not become the mapped held file")
+	}
+}
+
+// heldMapped reports whether d's entry holds a file, mapped for mincore.
+func heldMapped(c *Cache, d [32]byte) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e := c.entries[d]
+	return e != nil && e.held != nil && e.held.mem != nil
 }
 
 // The first responses of a storm all find no held file: only one of them
@@ -395,8 +411,15 @@ func TestHeldFileMappedOnce(t *testing.T) {
 	c.heldIdle = time.Hour // the test looks at the held file
 	path := c.blobPath(d)
 
+	if _, err := os.ReadFile(path); err != nil { // in memory, for mincore
+		t.Fatal(err)
+	}
+
 	const n = 4
-	arrived, release := make(chan struct{}), make(chan struct{})
+	arrived, release := make(chan struct{}, n), make(chan struct{})
+	var once sync.Once
+	open := func() { once.Do(func() { close(release) }) }
+	t.Cleanup(open) // after the hook is cleared (cleanups run last first)
 	testHookHeldOpened = func() { arrived <- struct{}{}; <-release }
 	t.Cleanup(func() { testHookHeldOpened = nil })
 
@@ -422,7 +445,7 @@ func TestHeldFileMappedOnce(t *testing.T) {
 		}
 	}
 	maps := mappedOf(t, path)
-	close(release)
+	open()
 	if maps != 1 {
 		t.Errorf("%d responses opening the blob at once mapped it %d times, want once", n, maps)
 	}
@@ -437,11 +460,7 @@ func TestHeldFileMappedOnce(t *testing.T) {
 	if resident != 1 {
 		t.Errorf("%d of the first responses could ask mincore, want 1 (the held file)", resident)
 	}
-	c.mu.Lock()
-	h := c.entries[d].held
-	mapped := h != nil && h.mem != nil
-	c.mu.Unlock()
-	if !mapped {
+	if !heldMapped(c, d) {
 		t.Fatal("no mapped held file after the first responses")
 	}
 	if n, _ := openFilesOf(t, path); n != 1 || mappedOf(t, path) != 1 {
