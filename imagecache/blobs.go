@@ -76,16 +76,20 @@ func (c *Cache) readerLocked(d [32]byte) *entry {
 // verified or is gone, which sends the blob back to be verified (ok
 // false, err nil).
 func (c *Cache) openVerified(e *entry, want stamp) (*os.File, bool, error) {
-	f, err := openBlob(c.blobPath(e.digest))
+	f, st, err := openBlob(c.blobPath(e.digest))
 	if err != nil {
 		c.release(e)
-		if errors.Is(err, os.ErrNotExist) && dirExists(c.blobDir) { // deleted behind the cache's back
+		switch {
+		case errors.Is(err, errNotRegular): // a FIFO, device or link put in its place
+			c.changedOnDisk(e, want, changedMsg)
+			return nil, false, nil
+		case errors.Is(err, os.ErrNotExist) && dirExists(c.blobDir): // deleted behind the cache's back
 			c.changedOnDisk(e, want, "missing from disk")
 			return nil, false, nil
 		}
 		return nil, false, err // the directory gone too (unmounted?): keep the entry
 	}
-	if fi, err := f.Stat(); err != nil || stampOfInfo(fi) != want {
+	if st != want {
 		f.Close()
 		c.release(e)
 		c.changedOnDisk(e, want, changedMsg)
@@ -361,8 +365,7 @@ func fileIs(f *os.File, st stamp) bool {
 	if fstat(f.Fd(), &s) != nil {
 		return false
 	}
-	mt, ct := time.Unix(int64(s.Mtim.Sec), int64(s.Mtim.Nsec)), time.Unix(int64(s.Ctim.Sec), int64(s.Ctim.Nsec))
-	return stamp{Inode: s.Ino, Size: s.Size, MtimeNs: mt.UnixNano(), CtimeNs: ct.UnixNano()} == st
+	return stampOfStat(&s) == st
 }
 
 // changedOnDisk sends a ready blob whose file is no longer the one that was

@@ -46,6 +46,10 @@ type Cache struct {
 
 	kick     chan struct{}
 	reverify chan struct{} // a ready blob changed on disk: wakes the verifier
+
+	// commitRenamed, if set (by tests, before Run), runs in commit just
+	// after the verified file is renamed to its blob path.
+	commitRenamed func(blob string)
 }
 
 // entry is one image. Fields without a comment are guarded by Cache.mu.

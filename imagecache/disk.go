@@ -48,14 +48,39 @@ func diskSize(dir string) (int64, error) {
 	return int64(min(st.Blocks*uint64(st.Bsize), 1<<62)), nil
 }
 
-// openBlob opens a blob for reading as a plain blocking descriptor: a
-// regular file gains nothing from Go's netpoller, and registering it costs
-// an fcntl pair and a failing epoll_ctl on every request. Sendfile reads
-// from it all the same.
-func openBlob(path string) (*os.File, error) {
-	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return nil, &os.PathError{Op: "open", Path: path, Err: err}
+// errNotRegular is openBlob's error for a blob path that holds anything
+// but a regular file: a FIFO, a device, a directory, a symbolic link.
+var errNotRegular = errors.New("not a regular file")
+
+// openBlob opens a blob for reading as a plain blocking descriptor, and
+// returns the stamp of the file it opened. A regular file gains nothing
+// from Go's netpoller, and registering it costs an fcntl pair and a
+// failing epoll_ctl on every request; sendfile reads from it all the same.
+//
+// Only a regular file is opened (errNotRegular otherwise), and nothing
+// put at the path can make the open wait: the open does not follow a
+// symbolic link (a link to /dev/zero would be hashed forever) and is
+// non-blocking (opening a FIFO for reading waits for a writer), and the
+// descriptor is made blocking again once fstat shows a regular file.
+func openBlob(path string) (*os.File, stamp, error) {
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NONBLOCK|unix.O_NOFOLLOW, 0)
+	if errors.Is(err, unix.ELOOP) {
+		err = errNotRegular
 	}
-	return os.NewFile(uintptr(fd), path), nil
+	if err != nil {
+		return nil, stamp{}, &os.PathError{Op: "open", Path: path, Err: err}
+	}
+	var st unix.Stat_t
+	err = unix.Fstat(fd, &st)
+	if err == nil && st.Mode&unix.S_IFMT != unix.S_IFREG {
+		err = errNotRegular
+	}
+	if err == nil {
+		_, err = unix.FcntlInt(uintptr(fd), unix.F_SETFL, 0) // O_NONBLOCK off
+	}
+	if err != nil {
+		unix.Close(fd)
+		return nil, stamp{}, &os.PathError{Op: "open", Path: path, Err: err}
+	}
+	return os.NewFile(uintptr(fd), path), stampOfStat(&st), nil
 }

@@ -107,27 +107,44 @@ func (c *Cache) next(ctx context.Context) (*entry, Want, context.Context, contex
 // verified file to the blob directory.
 func (c *Cache) pull(ctx context.Context, e *entry, want Want) error {
 	d := want.SHA256
-	_, err := c.puller.Pull(ctx, pull.Request{
+	sealed, err := c.puller.Pull(ctx, pull.Request{
 		URL: want.URL, SHA256: d, Compression: want.Compression, SourceSHA256: want.SourceSHA256, Size: want.Size,
 		Part: c.partPath(d), Checkpoint: c.ckptPath(d), Progress: &e.progress, Space: &space{c: c, e: e},
 	})
 	if err != nil {
 		return err
 	}
-	return c.commit(e)
+	return c.commit(e, sealed)
 }
 
-// commit renames a verified ingest file into the blob directory, makes the
-// rename durable, and records the file it now is.
-func (c *Cache) commit(e *entry) error {
+// commit renames a verified ingest file (sealed, as the pull left it) into
+// the blob directory, makes the rename durable, and records the file it
+// now is. The stamp recorded is that of the file at the blob path, which
+// must be the one pulled: a file put there (or at the ingest path) by
+// someone else between the pull and the stamp would otherwise be served
+// as verified. Same device and inode, size and mtime (a write changes it;
+// the rename changes ctime, so ctime cannot be compared); anything else
+// fails the pull, and the file found is deleted.
+func (c *Cache) commit(e *entry, sealed os.FileInfo) error {
 	d := e.digest
 	if err := os.Rename(c.partPath(d), c.blobPath(d)); err != nil {
 		return fmt.Errorf("commit: %w", err)
 	}
+	if c.commitRenamed != nil {
+		c.commitRenamed(c.blobPath(d))
+	}
 	err := atomicfile.SyncDir(c.blobDir)
 	var st stamp
 	if err == nil {
-		st, err = stampOf(c.blobPath(d))
+		var fi os.FileInfo
+		fi, err = os.Lstat(c.blobPath(d))
+		switch {
+		case err != nil:
+		case !fi.Mode().IsRegular() || !os.SameFile(fi, sealed) || fi.Size() != sealed.Size() || !fi.ModTime().Equal(sealed.ModTime()):
+			err = errors.New("the blob's path holds another file than the one pulled and verified (replaced on disk during the commit)")
+		default:
+			st = stampOfInfo(fi)
+		}
 	}
 	if err != nil {
 		c.removeBlob(d)

@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/siteboot/siteboot/imagecache/pull"
 )
 
@@ -33,6 +35,13 @@ func stampOfInfo(fi os.FileInfo) stamp {
 	return st
 }
 
+// stampOfStat is the stamp of the file st describes.
+func stampOfStat(st *unix.Stat_t) stamp {
+	mt := time.Unix(int64(st.Mtim.Sec), int64(st.Mtim.Nsec)) // int32 on 32-bit
+	ct := time.Unix(int64(st.Ctim.Sec), int64(st.Ctim.Nsec))
+	return stamp{Inode: st.Ino, Size: st.Size, MtimeNs: mt.UnixNano(), CtimeNs: ct.UnixNano()}
+}
+
 func stampOf(path string) (stamp, error) {
 	fi, err := os.Stat(path)
 	if err != nil {
@@ -50,16 +59,11 @@ const hashChunk = 4 << 20
 // replaced while it is hashed is an error, so that the stamp a caller
 // records is that of the bytes hashed.
 func fileHasDigest(ctx context.Context, path string, d [32]byte, done *pull.Progress) (stamp, bool, error) {
-	f, err := os.Open(path)
+	f, before, err := openBlob(path) // not a FIFO, device or link: it would never end
 	if err != nil {
 		return stamp{}, false, err
 	}
 	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return stamp{}, false, err
-	}
-	before := stampOfInfo(fi)
 	h, buf := sha256.New(), make([]byte, 1<<20)
 	for {
 		if err := ctx.Err(); err != nil {

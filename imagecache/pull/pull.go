@@ -113,24 +113,26 @@ type job struct {
 }
 
 // Pull fetches req into req.Part until the data is complete and verified,
-// and leaves it fsynced, read-only and closed. A pull cancelled through ctx
-// keeps its data and checkpoint, and the next Pull of the same request
-// resumes from there. On any other failure the caller deletes the files.
-func (p *Puller) Pull(ctx context.Context, req Request) (int64, error) {
+// and leaves it fsynced, read-only and closed. It returns what fstat said
+// of that file as it closed it (os.SameFile tells whether a file found
+// later is the one verified). A pull cancelled through ctx keeps its data
+// and checkpoint, and the next Pull of the same request resumes from
+// there. On any other failure the caller deletes the files.
+func (p *Puller) Pull(ctx context.Context, req Request) (os.FileInfo, error) {
 	j, err := p.open(req)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
 	defer j.close()
 	j.log.Info("imagecache: pulling", "url", redact.URL(req.URL), "offset", j.off)
 	if err := j.run(ctx); err != nil {
 		if ctx.Err() != nil {
 			j.checkpoint() // best effort: the next run resumes from here
-			return 0, ctx.Err()
+			return nil, ctx.Err()
 		}
-		return 0, err
+		return nil, err
 	}
-	return j.off, j.seal()
+	return j.seal()
 }
 
 func (p *Puller) open(req Request) (*job, error) {
@@ -234,19 +236,24 @@ func (j *job) reset() error {
 	return nil
 }
 
-// seal makes the verified data durable and read-only and closes it.
-func (j *job) seal() error {
+// seal makes the verified data durable and read-only and closes it,
+// returning what fstat says of it then.
+func (j *job) seal() (os.FileInfo, error) {
 	err := j.part.Sync()
 	if err == nil {
 		err = j.part.Chmod(0o444)
+	}
+	var fi os.FileInfo
+	if err == nil {
+		fi, err = j.part.Stat()
 	}
 	if cerr := j.part.Close(); err == nil {
 		err = cerr
 	}
 	j.part = nil
 	if err != nil {
-		return permanent(fmt.Errorf("sync ingest file: %w", err))
+		return nil, permanent(fmt.Errorf("sync ingest file: %w", err))
 	}
 	j.req.Progress.Done.Store(j.off)
-	return nil
+	return fi, nil
 }
