@@ -419,14 +419,22 @@ func TestHeldFileMappedOnce(t *testing.T) {
 	arrived, release := make(chan struct{}, n), make(chan struct{})
 	var once sync.Once
 	open := func() { once.Do(func() { close(release) }) }
-	t.Cleanup(open) // after the hook is cleared (cleanups run last first)
+	var running sync.WaitGroup
 	testHookHeldOpened = func() { arrived <- struct{}{}; <-release }
-	t.Cleanup(func() { testHookHeldOpened = nil })
+	t.Cleanup(func() {
+		// Should the test fail early, every response is let go and has
+		// returned before the hook is cleared: one may not have read it yet.
+		open()
+		running.Wait()
+		testHookHeldOpened = nil
+	})
 
 	got := make(chan serve.Blob, n)
 	errs := make(chan error, n)
 	for i := 0; i < n; i++ {
+		running.Add(1)
 		go func() {
+			defer running.Done()
 			bl, ok, err := blobs{c}.AcquireShared(d)
 			if !ok || err != nil {
 				errs <- fmt.Errorf("AcquireShared: ok %v, err %v", ok, err)
