@@ -394,11 +394,15 @@ func (l *logBuffer) lines(subs ...string) []string { return l.Lines(subs...) }
 
 // wait returns the log lines containing all of subs, waiting up to 2 s
 // for one (a server logs a transfer after its client has finished).
-func (l *logBuffer) wait(subs ...string) []string {
+func (l *logBuffer) wait(subs ...string) []string { return l.waitCount(1, subs...) }
+
+// waitCount is wait for n lines: the server may write a transfer's line
+// after it has counted the transfer in its metrics.
+func (l *logBuffer) waitCount(n int, subs ...string) []string {
 	deadline := time.Now().Add(2 * time.Second)
 	for {
 		got := l.lines(subs...)
-		if len(got) > 0 || time.Now().After(deadline) {
+		if len(got) >= n || time.Now().After(deadline) {
 			return got
 		}
 		time.Sleep(5 * time.Millisecond)
