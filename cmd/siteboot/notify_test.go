@@ -59,6 +59,22 @@ func (in *notifyInbox) next(t *testing.T, wait time.Duration) string {
 	}
 }
 
+// mark sends a datagram of its own to the inbox and reads up to it: what
+// was in the socket before it is gone.
+func (in *notifyInbox) mark(t *testing.T) {
+	t.Helper()
+	c, err := net.DialUnix("unixgram", nil, &net.UnixAddr{Name: in.path, Net: "unixgram"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	const marker = "TEST-MARKER"
+	if _, err := c.Write([]byte(marker)); err != nil {
+		t.Fatal(err)
+	}
+	in.until(t, marker, 5*time.Second)
+}
+
 // until reads datagrams until one equals want, failing after wait; it
 // returns the ones before it.
 func (in *notifyInbox) until(t *testing.T, want string, wait time.Duration) []string {
@@ -170,12 +186,14 @@ type wedgeable struct {
 	failing atomic.Bool
 	wedged  atomic.Bool
 	gate    chan struct{}
+	saw     atomic.Int64 // status reads that found it failing or wedged
 }
 
 func (w *wedgeable) Ready() <-chan struct{} { return w.ready }
 
 func (w *wedgeable) Status(ctx context.Context) (appliance.Status, error) {
 	if w.wedged.Load() {
+		w.saw.Add(1)
 		select {
 		case <-w.gate:
 		case <-ctx.Done():
@@ -183,6 +201,7 @@ func (w *wedgeable) Status(ctx context.Context) (appliance.Status, error) {
 		}
 	}
 	if w.failing.Load() {
+		w.saw.Add(1)
 		return appliance.Status{NotReady: "test: failing"}, nil
 	}
 	return appliance.Status{Ready: true, SiteID: "s", NodeID: "n", LeaseMode: "standalone"}, nil
@@ -214,8 +233,16 @@ func TestWatchdogPingsOnlyWhileCheckAnswers(t *testing.T) {
 	}
 	silent := func(what string) {
 		t.Helper()
-		time.Sleep(60 * time.Millisecond) // a ping already on its way may land
-		drain(in.msgs)
+		// Once a status read has seen the change, every ping the loop
+		// sent before it is in the socket (the loop reads, then pings);
+		// a marker sent now comes after them all.
+		deadline := time.Now().Add(5 * time.Second)
+		for n := w.saw.Load(); w.saw.Load() == n; time.Sleep(5 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: no status read in 5 s", what)
+			}
+		}
+		in.mark(t)
 		select {
 		case m := <-in.msgs:
 			t.Fatalf("%s, still sent %q", what, m)
@@ -231,16 +258,6 @@ func TestWatchdogPingsOnlyWhileCheckAnswers(t *testing.T) {
 	silent("check hanging")
 	close(w.gate)
 	pings("after the check answers again")
-}
-
-func drain(c chan string) {
-	for {
-		select {
-		case <-c:
-		default:
-			return
-		}
-	}
 }
 
 // The real binary reads NOTIFY_SOCKET and WATCHDOG_USEC from its
