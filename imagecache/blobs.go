@@ -80,14 +80,19 @@ func (c *Cache) openVerified(e *entry, want stamp) (*os.File, bool, error) {
 	if err != nil {
 		c.release(e)
 		switch {
-		case errors.Is(err, errNotRegular): // a FIFO, device or link put in its place
-			c.changedOnDisk(e, want, changedMsg)
-			return nil, false, nil
-		case errors.Is(err, os.ErrNotExist) && dirExists(c.blobDir): // deleted behind the cache's back
+		case transient(err): // out of descriptors or memory: the file may be fine
+			return nil, false, err
+		case !dirExists(c.blobDir): // the directory gone too (unmounted?): keep the entry
+			return nil, false, err
+		case errors.Is(err, os.ErrNotExist): // deleted behind the cache's back
 			c.changedOnDisk(e, want, "missing from disk")
 			return nil, false, nil
 		}
-		return nil, false, err // the directory gone too (unmounted?): keep the entry
+		// Anything else at the path (a FIFO, device, socket or link, a
+		// file it may not read) is not the file verified: the verifier
+		// looks, deletes what is not the image, and it is pulled again.
+		c.changedOnDisk(e, want, changedMsg)
+		return nil, false, nil
 	}
 	if st != want {
 		f.Close()

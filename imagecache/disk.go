@@ -64,7 +64,10 @@ var errNotRegular = errors.New("not a regular file")
 // descriptor is made blocking again once fstat shows a regular file.
 func openBlob(path string) (*os.File, stamp, error) {
 	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NONBLOCK|unix.O_NOFOLLOW, 0)
-	if errors.Is(err, unix.ELOOP) {
+	for errors.Is(err, unix.EINTR) { // a signal, on a network or FUSE file system
+		fd, err = unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NONBLOCK|unix.O_NOFOLLOW, 0)
+	}
+	if errors.Is(err, unix.ELOOP) || errors.Is(err, unix.ENXIO) { // a link; a socket
 		err = errNotRegular
 	}
 	if err != nil {
@@ -83,4 +86,18 @@ func openBlob(path string) (*os.File, stamp, error) {
 		return nil, stamp{}, &os.PathError{Op: "open", Path: path, Err: err}
 	}
 	return os.NewFile(uintptr(fd), path), stampOfStat(&st), nil
+}
+
+// transient reports whether err is a shortage of the process or the
+// system (descriptors, memory, a signal, a lease held by another process):
+// it says nothing about the file, which is neither verified again nor
+// deleted for it. A flood of connections that runs the process out of
+// descriptors must not send every blob back to be hashed.
+func transient(err error) bool {
+	for _, e := range []error{unix.EMFILE, unix.ENFILE, unix.ENOMEM, unix.EINTR, unix.EAGAIN, unix.ENOBUFS} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
 }

@@ -32,7 +32,7 @@ func TestFileHasDigestSeesAChangeWhileHashing(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := &hookCtx{Context: context.Background(), n: 2, hook: func() { corrupt(t, path, 0) }}
-	st, ok, err := fileHasDigest(ctx, path, digestOf(data), nil)
+	st, ok, err := fileHasDigest(ctx, path, digestOf(data), -1, nil)
 	if err == nil {
 		t.Fatalf("fileHasDigest = %+v, %t, nil; want an error for a file changed while it was hashed", st, ok)
 	}
@@ -45,7 +45,7 @@ func TestFileHasDigestSeesAChangeWhileHashing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, ok, err = fileHasDigest(context.Background(), path, digestOf(data), nil)
+	st, ok, err = fileHasDigest(context.Background(), path, digestOf(data), -1, nil)
 	if err != nil || !ok || st != want {
 		t.Errorf("fileHasDigest of an untouched file = %+v, %t, %v; want %+v, true, nil", st, ok, err, want)
 	}

@@ -78,7 +78,7 @@ func (c *Cache) placeLocked(e *entry, im indexImage, blob stamp, onDisk bool) {
 // adoptLocked takes in a blob the index does not list (the index was lost),
 // released, after checking its digest.
 func (c *Cache) adoptLocked(d [32]byte, size int64) {
-	st, ok, err := fileHasDigest(context.Background(), c.blobPath(d), d, nil)
+	st, ok, err := fileHasDigest(context.Background(), c.blobPath(d), d, size, nil)
 	if err != nil || !ok {
 		c.log.Warn("imagecache: deleting unlisted blob that does not verify", "sha256", hexOf(d), "err", err)
 		c.removeBlob(d)

@@ -2,8 +2,10 @@ package imagecache
 
 import (
 	"bytes"
+	"errors"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -28,6 +30,8 @@ func TestBlobPathNotARegularFile(t *testing.T) {
 	}{
 		{"fifo", func(path string) error { return unix.Mkfifo(path, 0o444) }},
 		{"link to /dev/zero", func(path string) error { return os.Symlink("/dev/zero", path) }},
+		{"socket", plantSocket},
+		{"sparse file of 1 TiB", plantSparse},
 	} {
 		for _, fast := range []bool{true, false} {
 			name := tc.name + "/net-http"
@@ -46,8 +50,11 @@ func TestBlobPathNotARegularFile(t *testing.T) {
 				if err := tc.plant(path); err != nil {
 					t.Fatal(err)
 				}
+				runCache(t, c)
 				// Should a reader be stuck on the FIFO, a writer that
-				// comes and goes ends its wait, so that the test ends.
+				// comes and goes ends its wait, so that the test ends:
+				// this runs before the cache is stopped (cleanups run
+				// last first), which waits for its verifier.
 				t.Cleanup(func() {
 					if fi, err := os.Lstat(path); err == nil && fi.Mode()&os.ModeNamedPipe != 0 {
 						if fd, err := unix.Open(path, unix.O_WRONLY|unix.O_NONBLOCK, 0); err == nil {
@@ -55,7 +62,6 @@ func TestBlobPathNotARegularFile(t *testing.T) {
 						}
 					}
 				})
-				runCache(t, c)
 				client := &http.Client{Timeout: 5 * time.Second}
 				defer client.CloseIdleConnections()
 				if code := rangeGet(t, client, addr, d, data, 0, 4096); code != http.StatusServiceUnavailable {
@@ -71,6 +77,38 @@ func TestBlobPathNotARegularFile(t *testing.T) {
 			})
 		}
 	}
+}
+
+// plantSparse puts a sparse file claiming 1 TiB at path.
+func plantSparse(path string) error {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY, 0o444)
+	if err != nil {
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	return os.Truncate(path, 1<<40)
+}
+
+// plantSocket puts a unix socket at path (bound where its name is short
+// enough, then renamed): opening it gives ENXIO.
+func plantSocket(path string) error {
+	dir, err := os.MkdirTemp("", "sock")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	name := filepath.Join(dir, "s")
+	if err := unix.Bind(fd, &unix.SockaddrUnix{Name: name}); err != nil {
+		return err
+	}
+	return os.Rename(name, path)
 }
 
 // A file renamed over a blob's path while its pull commits (after the
@@ -124,5 +162,113 @@ func TestBlobReplacedDuringCommit(t *testing.T) {
 	body.ReadFrom(resp.Body)
 	if resp.StatusCode == http.StatusOK || bytes.Contains(body.Bytes(), other[:64]) {
 		t.Fatalf("GET of the failed image: %d with %d bytes; the planted file must not be served", resp.StatusCode, body.Len())
+	}
+}
+
+// A symbolic link at a pull's ingest path is not written through: the
+// pull fails naming it, and the file it names keeps its bytes and mode
+// (before, the image was written over it and it was made read-only).
+func TestIngestPathLink(t *testing.T) {
+	data := testBytes(44, 256<<10)
+	d := digestOf(data)
+	c := openCache(t, testConfig(t))
+	victim := filepath.Join(t.TempDir(), "victim")
+	if err := os.WriteFile(victim, []byte("not the cache's to write"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	o := newOrigin(t, func(w http.ResponseWriter, r *http.Request, n int) { serveBytes(w, r, data, "") })
+	if err := c.Add(Want{URL: o.url("img"), SHA256: d, Format: "iso"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(victim, c.partPath(d)); err != nil {
+		t.Fatal(err)
+	}
+	runCache(t, c)
+	reason := waitFailed(t, c, d)
+	if !strings.Contains(reason, "not a regular file") {
+		t.Errorf("failure reason %q does not name the link", reason)
+	}
+	got, err := os.ReadFile(victim)
+	if err != nil || string(got) != "not the cache's to write" {
+		t.Errorf("the file the link names now holds %d bytes (%v)", len(got), err)
+	}
+	if fi, err := os.Stat(victim); err != nil || fi.Mode().Perm() != 0o644 {
+		t.Errorf("the file the link names: %v, %v; want mode 0644", fi, err)
+	}
+}
+
+// An unlisted blob (the index lost) that is a sparse file claiming more
+// than its file system holds is deleted at Open, not hashed: a terabyte
+// of zeros would keep Open hashing for the best part of an hour.
+func TestAdoptSparseBlob(t *testing.T) {
+	cfg := testConfig(t)
+	c := openCache(t, cfg)
+	d := digestOf([]byte("not this"))
+	path := c.blobPath(d)
+	c.Close()
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	if err := os.Truncate(path, 1<<40); err != nil {
+		t.Skipf("no sparse file of 1 TiB here: %v", err)
+	}
+	opened := make(chan *Cache, 1)
+	go func() {
+		cfg.Metrics = nil
+		c2, err := Open(cfg)
+		if err != nil {
+			t.Error(err)
+		}
+		opened <- c2
+	}()
+	select {
+	case c2 := <-opened:
+		if c2 != nil {
+			defer c2.Close()
+			if n := len(c2.Images()); n != 0 {
+				t.Errorf("%d images after Open, want none", n)
+			}
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("Open still hashing the sparse file after 20 s")
+	}
+	if fileExists(path) {
+		t.Error("the sparse file is still in the blob directory")
+	}
+}
+
+// A process out of descriptors (a flood of connections) says nothing about
+// a blob: the response gets an error, the blob stays ready and is not sent
+// back to be hashed. Every other failure to open a blob does send it back,
+// so this guards that the shortage is told apart.
+func TestOutOfDescriptorsKeepsBlob(t *testing.T) {
+	data := testBytes(45, 64<<10)
+	d := digestOf(data)
+	c := readyCache(t, testConfig(t), data)
+	var old unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &old); err != nil {
+		t.Fatal(err)
+	}
+	free, err := unix.Open("/dev/null", unix.O_RDONLY|unix.O_CLOEXEC, 0) // the lowest free number
+	if err != nil {
+		t.Fatal(err)
+	}
+	unix.Close(free)
+	low := old
+	low.Cur = uint64(free) // every number below is taken: the next open fails
+	if err := unix.Setrlimit(unix.RLIMIT_NOFILE, &low); err != nil {
+		t.Skipf("cannot lower RLIMIT_NOFILE: %v", err)
+	}
+	_, ok, err := blobs{c}.Acquire(d)
+	if err := unix.Setrlimit(unix.RLIMIT_NOFILE, &old); err != nil {
+		t.Fatal(err)
+	}
+	if ok || !errors.Is(err, unix.EMFILE) {
+		t.Fatalf("Acquire out of descriptors: ok %v, err %v; want EMFILE", ok, err)
+	}
+	if info := c.Images()[0]; info.State != StateReady || info.Readers != 0 {
+		t.Fatalf("after running out of descriptors the image is %v with %d readers, want ready with 0", info.State, info.Readers)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"syscall"
 	"time"
 
@@ -57,19 +58,29 @@ const hashChunk = 4 << 20
 // the bytes hashed in done (when not nil) and stopping when ctx ends. It
 // returns the stamp of the file it hashed; a file that is written to or
 // replaced while it is hashed is an error, so that the stamp a caller
-// records is that of the bytes hashed.
-func fileHasDigest(ctx context.Context, path string, d [32]byte, done *pull.Progress) (stamp, bool, error) {
-	f, before, err := openBlob(path) // not a FIFO, device or link: it would never end
+// records is that of the bytes hashed. Nothing put at the path makes it
+// read for ever: only a regular file is read (openBlob), of size bytes
+// when size is not -1, and never one larger than its file system (a
+// sparse file can claim terabytes).
+func fileHasDigest(ctx context.Context, path string, d [32]byte, size int64, done *pull.Progress) (stamp, bool, error) {
+	f, before, err := openBlob(path)
 	if err != nil {
 		return stamp{}, false, err
 	}
 	defer f.Close()
+	if size >= 0 && before.Size != size {
+		return stamp{}, false, fmt.Errorf("the file has %d bytes, the image %d", before.Size, size)
+	}
+	if fs, err := diskSize(filepath.Dir(path)); err == nil && before.Size > fs {
+		return stamp{}, false, fmt.Errorf("the file claims %d bytes, more than its file system holds (%d): not a blob the cache wrote", before.Size, fs)
+	}
 	h, buf := sha256.New(), make([]byte, 1<<20)
+	r := io.LimitReader(f, before.Size) // a file that grows is caught by its stamp below
 	for {
 		if err := ctx.Err(); err != nil {
 			return stamp{}, false, err
 		}
-		n, err := io.CopyBuffer(h, io.LimitReader(f, hashChunk), buf)
+		n, err := io.CopyBuffer(h, io.LimitReader(r, hashChunk), buf)
 		if err != nil {
 			return stamp{}, false, err
 		}
@@ -80,10 +91,19 @@ func fileHasDigest(ctx context.Context, path string, d [32]byte, done *pull.Prog
 			break
 		}
 	}
-	if after, err := stampOf(path); err != nil || after != before {
+	if after, err := lstampOf(path); err != nil || after != before {
 		return stamp{}, false, errors.Join(errors.New("the file changed while it was hashed"), err)
 	}
 	return before, [32]byte(h.Sum(nil)) == d, nil
+}
+
+// lstampOf is the stamp of what is at path, not following a link.
+func lstampOf(path string) (stamp, error) {
+	fi, err := os.Lstat(path)
+	if err != nil {
+		return stamp{}, err
+	}
+	return stampOfInfo(fi), nil
 }
 
 // verifyAll hashes every blob waiting in StateVerifying, pinned ones first,
@@ -92,7 +112,7 @@ func fileHasDigest(ctx context.Context, path string, d [32]byte, done *pull.Prog
 // on; one that does not is deleted, and pulled again if it is wanted.
 func (c *Cache) verifyAll(ctx context.Context) {
 	for ctx.Err() == nil {
-		e := c.nextToVerify()
+		e, size := c.nextToVerify()
 		if e == nil {
 			select {
 			case <-ctx.Done():
@@ -100,15 +120,27 @@ func (c *Cache) verifyAll(ctx context.Context) {
 			}
 			continue
 		}
-		st, ok, err := fileHasDigest(ctx, c.blobPath(e.digest), e.digest, &e.progress)
+		st, ok, err := fileHasDigest(ctx, c.blobPath(e.digest), e.digest, size, &e.progress)
 		if ctx.Err() != nil {
 			return // still verifying: the next Run starts it again
+		}
+		if transient(err) {
+			// Out of descriptors or memory says nothing about the file:
+			// it stays to verify, and is tried again in a while.
+			c.log.Warn("imagecache: cannot verify a blob now; trying again", "sha256", hexOf(e.digest), "err", err)
+			select {
+			case <-ctx.Done():
+			case <-time.After(time.Second):
+			}
+			continue
 		}
 		c.verified(e, st, ok, err)
 	}
 }
 
-func (c *Cache) nextToVerify() *entry {
+// nextToVerify is the entry to verify next and the size its blob must
+// have; nil when there is none.
+func (c *Cache) nextToVerify() (*entry, int64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	var pick *entry
@@ -120,10 +152,11 @@ func (c *Cache) nextToVerify() *entry {
 			pick = e
 		}
 	}
-	if pick != nil {
-		pick.progress.Done.Store(0)
+	if pick == nil {
+		return nil, 0
 	}
-	return pick
+	pick.progress.Done.Store(0)
+	return pick, pick.size
 }
 
 // verifyBeforeLocked orders verification: pinned images first (a boot

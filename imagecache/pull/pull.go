@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/sys/unix"
+
 	"github.com/siteboot/siteboot/internal/redact"
 )
 
@@ -136,7 +138,7 @@ func (p *Puller) Pull(ctx context.Context, req Request) (os.FileInfo, error) {
 }
 
 func (p *Puller) open(req Request) (*job, error) {
-	f, err := os.OpenFile(req.Part, os.O_RDWR|os.O_CREATE, 0o600)
+	f, err := openPart(req.Part)
 	if err != nil {
 		return nil, permanent(fmt.Errorf("open ingest file: %w", err))
 	}
@@ -158,6 +160,39 @@ func (p *Puller) open(req Request) (*job, error) {
 		return nil, err
 	}
 	return j, nil
+}
+
+// openPart opens (creating it) the ingest file at path for writing. It
+// writes only to a regular file at the path itself: a symbolic link put
+// there would make the pull write the image over the file it names (any
+// file, when the service runs as root), and a FIFO or device would block
+// or take the bytes. The open is non-blocking (so that a FIFO cannot make
+// it wait) and the file is made blocking once it is found regular.
+func openPart(path string) (*os.File, error) {
+	const flags = unix.O_RDWR | unix.O_CREAT | unix.O_CLOEXEC | unix.O_NOFOLLOW | unix.O_NONBLOCK
+	fd, err := unix.Open(path, flags, 0o600)
+	for errors.Is(err, unix.EINTR) {
+		fd, err = unix.Open(path, flags, 0o600)
+	}
+	if errors.Is(err, unix.ELOOP) || errors.Is(err, unix.ENXIO) {
+		err = errors.New("not a regular file (a link, or a socket)")
+	}
+	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: path, Err: err}
+	}
+	var st unix.Stat_t
+	err = unix.Fstat(fd, &st)
+	if err == nil && st.Mode&unix.S_IFMT != unix.S_IFREG {
+		err = errors.New("not a regular file")
+	}
+	if err == nil {
+		_, err = unix.FcntlInt(uintptr(fd), unix.F_SETFL, 0) // O_NONBLOCK off
+	}
+	if err != nil {
+		unix.Close(fd)
+		return nil, &os.PathError{Op: "open", Path: path, Err: err}
+	}
+	return os.NewFile(uintptr(fd), path), nil
 }
 
 func (j *job) close() {
