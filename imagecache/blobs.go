@@ -76,23 +76,30 @@ func (c *Cache) readerLocked(d [32]byte) *entry {
 // verified or is gone, which sends the blob back to be verified (ok
 // false, err nil).
 func (c *Cache) openVerified(e *entry, want stamp) (*os.File, bool, error) {
-	f, st, err := openBlob(c.blobPath(e.digest))
+	path := c.blobPath(e.digest)
+	f, st, err := openBlob(path)
 	if err != nil {
 		c.release(e)
+		// What is at the path now? lstat takes no descriptor, so it
+		// answers when the process is out of them.
+		cur, lerr := lstampOf(path)
 		switch {
-		case transient(err): // out of descriptors or memory: the file may be fine
+		case lerr == nil && cur == want:
+			// The file verified, not readable now: out of descriptors or
+			// memory (a flood of connections), an I/O error. It is not
+			// sent back to be hashed for that.
 			return nil, false, err
-		case !dirExists(c.blobDir): // the directory gone too (unmounted?): keep the entry
-			return nil, false, err
-		case errors.Is(err, os.ErrNotExist): // deleted behind the cache's back
+		case lerr == nil:
+			// Something else is at the path (a FIFO, device, socket or
+			// link, a file under a lease, a replacement): the verifier
+			// looks, deletes what is not the image, and it is pulled again.
+			c.changedOnDisk(e, want, changedMsg)
+			return nil, false, nil
+		case errors.Is(lerr, os.ErrNotExist) && dirExists(c.blobDir): // deleted behind the cache's back
 			c.changedOnDisk(e, want, "missing from disk")
 			return nil, false, nil
 		}
-		// Anything else at the path (a FIFO, device, socket or link, a
-		// file it may not read) is not the file verified: the verifier
-		// looks, deletes what is not the image, and it is pulled again.
-		c.changedOnDisk(e, want, changedMsg)
-		return nil, false, nil
+		return nil, false, err // the directory gone too (unmounted?), or no lstat: keep the entry
 	}
 	if st != want {
 		f.Close()

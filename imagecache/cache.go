@@ -73,6 +73,11 @@ type entry struct {
 	held     *held  // the blob's file the fast path shares while ready (blobs.go)
 	opening  bool   // a response is opening the file to hold (openHeld)
 
+	// A blob to verify that could not be read for a shortage waits until
+	// verifyAfter, verifyWait after the last try (verifyLater).
+	verifyAfter time.Time
+	verifyWait  time.Duration
+
 	progress pull.Progress // bytes pulled (or hashed, while verifying), written by its worker
 }
 

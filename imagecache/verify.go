@@ -112,12 +112,18 @@ func lstampOf(path string) (stamp, error) {
 // on; one that does not is deleted, and pulled again if it is wanted.
 func (c *Cache) verifyAll(ctx context.Context) {
 	for ctx.Err() == nil {
-		e, size := c.nextToVerify()
+		e, size, wait := c.nextToVerify()
 		if e == nil {
+			t := time.NewTimer(wait)
+			if wait == 0 { // none waits to be tried again
+				t.Stop()
+			}
 			select {
 			case <-ctx.Done():
 			case <-c.reverify:
+			case <-t.C:
 			}
+			t.Stop()
 			continue
 		}
 		st, ok, err := fileHasDigest(ctx, c.blobPath(e.digest), e.digest, size, &e.progress)
@@ -125,13 +131,7 @@ func (c *Cache) verifyAll(ctx context.Context) {
 			return // still verifying: the next Run starts it again
 		}
 		if transient(err) {
-			// Out of descriptors or memory says nothing about the file:
-			// it stays to verify, and is tried again in a while.
-			c.log.Warn("imagecache: cannot verify a blob now; trying again", "sha256", hexOf(e.digest), "err", err)
-			select {
-			case <-ctx.Done():
-			case <-time.After(time.Second):
-			}
+			c.verifyLater(e, err)
 			continue
 		}
 		c.verified(e, st, ok, err)
@@ -139,13 +139,22 @@ func (c *Cache) verifyAll(ctx context.Context) {
 }
 
 // nextToVerify is the entry to verify next and the size its blob must
-// have; nil when there is none.
-func (c *Cache) nextToVerify() (*entry, int64) {
+// have; nil when there is none, with the time until one waiting to be
+// tried again is due (0: none waits).
+func (c *Cache) nextToVerify() (*entry, int64, time.Duration) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	now := time.Now()
 	var pick *entry
+	var wait time.Duration
 	for _, e := range c.entries {
 		if e.state != StateVerifying {
+			continue
+		}
+		if d := e.verifyAfter.Sub(now); d > 0 {
+			if wait == 0 || d < wait {
+				wait = d
+			}
 			continue
 		}
 		if pick == nil || c.verifyBeforeLocked(e, pick) {
@@ -153,10 +162,25 @@ func (c *Cache) nextToVerify() (*entry, int64) {
 		}
 	}
 	if pick == nil {
-		return nil, 0
+		return nil, 0, wait
 	}
 	pick.progress.Done.Store(0)
-	return pick, pick.size
+	return pick, pick.size, 0
+}
+
+// verifyLater puts off verifying e, which could not be read for a
+// shortage that says nothing about the file (out of descriptors or
+// memory, a lease another process holds on it): other blobs are verified
+// meanwhile, and e is tried again after 1 s, then twice as long each time
+// up to a minute. One line per episode.
+func (c *Cache) verifyLater(e *entry, err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e.verifyWait == 0 {
+		c.log.Warn("imagecache: cannot read a blob to verify it now; trying again later", "sha256", hexOf(e.digest), "err", err)
+	}
+	e.verifyWait = min(max(2*e.verifyWait, time.Second), time.Minute)
+	e.verifyAfter = time.Now().Add(e.verifyWait)
 }
 
 // verifyBeforeLocked orders verification: pinned images first (a boot
@@ -176,6 +200,7 @@ func (c *Cache) verified(e *entry, st stamp, ok bool, err error) {
 		c.mu.Unlock() // removed or evicted meanwhile
 		return
 	}
+	e.verifyAfter, e.verifyWait = time.Time{}, 0
 	switch {
 	case err == nil && ok && st.Size == e.size:
 		e.state, e.stamp = StateReady, st

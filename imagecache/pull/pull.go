@@ -163,10 +163,10 @@ func (p *Puller) open(req Request) (*job, error) {
 }
 
 // openPart opens (creating it) the ingest file at path for writing. It
-// writes only to a regular file at the path itself: a symbolic link put
-// there would make the pull write the image over the file it names (any
-// file, when the service runs as root), and a FIFO or device would block
-// or take the bytes. The open is non-blocking (so that a FIFO cannot make
+// writes only to a regular file at the path itself, with no other name: a
+// symbolic or hard link put there would make the pull write the image
+// over the file it names (any file, when the service runs as root), and a
+// FIFO or device would block or take the bytes. The open is non-blocking (so that a FIFO cannot make
 // it wait) and the file is made blocking once it is found regular.
 func openPart(path string) (*os.File, error) {
 	const flags = unix.O_RDWR | unix.O_CREAT | unix.O_CLOEXEC | unix.O_NOFOLLOW | unix.O_NONBLOCK
@@ -182,8 +182,12 @@ func openPart(path string) (*os.File, error) {
 	}
 	var st unix.Stat_t
 	err = unix.Fstat(fd, &st)
-	if err == nil && st.Mode&unix.S_IFMT != unix.S_IFREG {
+	switch {
+	case err != nil:
+	case st.Mode&unix.S_IFMT != unix.S_IFREG:
 		err = errors.New("not a regular file")
+	case st.Nlink != 1: // a hard link to another file: it would be written over
+		err = fmt.Errorf("the file has %d names (a hard link), not one", st.Nlink)
 	}
 	if err == nil {
 		_, err = unix.FcntlInt(uintptr(fd), unix.F_SETFL, 0) // O_NONBLOCK off
