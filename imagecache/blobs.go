@@ -398,6 +398,11 @@ func (c *Cache) changedOnDisk(e *entry, verified stamp, what string) {
 	if h != nil {
 		h.close()
 	}
+	c.wakeVerifier()
+}
+
+// wakeVerifier tells the verifier that a blob waits to be verified.
+func (c *Cache) wakeVerifier() {
 	select {
 	case c.reverify <- struct{}{}:
 	default:

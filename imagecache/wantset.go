@@ -3,6 +3,7 @@ package imagecache
 import (
 	"bytes"
 	"fmt"
+	"time"
 )
 
 // SetWanted declares the images the site wants: the site spec's
@@ -68,6 +69,11 @@ func (c *Cache) wantLocked(w Want, retry bool) *entry {
 	}
 	changed := !sameSource(e.want, w)
 	switch {
+	case e.state == StateEvicting && e.stamp == (stamp{}):
+		// It was being verified again when it was evicted: it goes back
+		// to that, not to ready (it would be reported ready unverified).
+		e.state, e.verifyAfter, e.verifyWait = StateVerifying, time.Time{}, 0
+		defer c.wakeVerifier()
 	case e.state == StateEvicting:
 		e.state = StateReady
 	case e.state == StateFailed && (changed || retry):

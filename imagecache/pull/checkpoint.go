@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"hash"
+	"io"
 	"os"
 
 	"github.com/siteboot/siteboot/internal/atomicfile"
@@ -64,7 +65,7 @@ func (j *job) checkpoint() error {
 // resume continues from a checkpoint: the data is cut back to the offset it
 // claims and the hash state restored.
 func (j *job) resume() error {
-	data, err := os.ReadFile(j.req.Checkpoint)
+	data, err := readCheckpoint(j.req.Checkpoint)
 	if err != nil {
 		return err
 	}
@@ -75,21 +76,80 @@ func (j *job) resume() error {
 	if ck.URL != j.req.URL {
 		return errors.New("the url changed")
 	}
-	fi, err := j.part.Stat()
-	if err != nil || fi.Size() < ck.Offset {
-		return fmt.Errorf("ingest file shorter than the checkpoint's %d bytes", ck.Offset)
-	}
-	if err := j.part.Truncate(ck.Offset); err != nil {
+	part, err := j.continuePart(ck.Offset)
+	if err != nil {
 		return err
 	}
-	if _, err := j.part.Seek(ck.Offset, 0); err != nil {
-		return err
-	}
+	j.part = part
 	j.h, j.off, j.synced, j.total = h, ck.Offset, ck.Offset, ck.Total
 	j.etag, j.lastMod, j.resumed = ck.ETag, ck.LastMod, ck.Offset > 0
 	j.req.Progress.Done.Store(j.off)
 	j.req.Progress.Total.Store(j.total)
 	return nil
+}
+
+// continuePart is a new ingest file, created by the pull itself, holding
+// the first off bytes of the one an earlier attempt left, and positioned
+// after them. The old file is only read: writing on into it would write
+// into whatever file someone linked at its path (createPart says why).
+// The bytes move inside the kernel (copy_file_range; a reflink where the
+// file system has them), once per resume.
+func (j *job) continuePart(off int64) (*os.File, error) {
+	old, size, err := openOldPart(j.req.Part)
+	if err != nil {
+		return nil, err
+	}
+	defer old.Close()
+	if size < off {
+		return nil, fmt.Errorf("ingest file shorter than the checkpoint's %d bytes", off)
+	}
+	tmp := j.req.Part + ".resume" // the cache deletes it at Open if left behind
+	f, err := createPart(tmp)
+	if err != nil {
+		return nil, err
+	}
+	if _, err = io.CopyN(f, old, off); err == nil {
+		err = f.Sync() // the checkpoint says these bytes are on disk
+	}
+	if err == nil {
+		err = os.Rename(tmp, j.req.Part)
+	}
+	if err != nil {
+		f.Close()
+		os.Remove(tmp)
+		return nil, fmt.Errorf("copy the ingest file to resume: %w", err)
+	}
+	return f, nil
+}
+
+// readCheckpoint reads the checkpoint at path: a regular file at the path
+// itself, at most maxCheckpoint bytes. A FIFO there would make the read
+// wait for a writer (and the worker with it, past cancellation), a link to
+// /dev/zero or a sparse file would be read into memory without end.
+func readCheckpoint(path string) ([]byte, error) {
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NOFOLLOW|unix.O_NONBLOCK, 0)
+	for errors.Is(err, unix.EINTR) {
+		fd, err = unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NOFOLLOW|unix.O_NONBLOCK, 0)
+	}
+	if errors.Is(err, unix.ELOOP) || errors.Is(err, unix.ENXIO) {
+		err = errors.New("not a regular file (a link, or a socket)")
+	}
+	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: path, Err: err}
+	}
+	f := os.NewFile(uintptr(fd), path)
+	defer f.Close()
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return nil, &os.PathError{Op: "fstat", Path: path, Err: err}
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return nil, &os.PathError{Op: "open", Path: path, Err: errors.New("not a regular file")}
+	}
+	if st.Size > maxCheckpoint {
+		return nil, errors.New("checkpoint too large")
+	}
+	return io.ReadAll(io.LimitReader(f, maxCheckpoint+1))
 }
 
 // decodeCheckpoint parses and checks a checkpoint for digest want.

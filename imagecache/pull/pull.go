@@ -138,12 +138,8 @@ func (p *Puller) Pull(ctx context.Context, req Request) (os.FileInfo, error) {
 }
 
 func (p *Puller) open(req Request) (*job, error) {
-	f, err := openPart(req.Part)
-	if err != nil {
-		return nil, permanent(fmt.Errorf("open ingest file: %w", err))
-	}
 	every := p.cfg.CheckpointBytes
-	j := &job{p: p, req: req, part: f, h: sha256.New(), total: -1,
+	j := &job{p: p, req: req, h: sha256.New(), total: -1,
 		log: p.cfg.Logger.With("sha256", hex.EncodeToString(req.SHA256[:])),
 		buf: make([]byte, min(every, 1<<20)), ckptEvery: every}
 	if req.Compression == "" {
@@ -155,6 +151,11 @@ func (p *Puller) open(req Request) (*job, error) {
 			j.log.Info("imagecache: checkpoint not usable, starting over", "err", err)
 		}
 	}
+	f, err := createPart(req.Part)
+	if err != nil {
+		return nil, permanent(fmt.Errorf("create ingest file: %w", err))
+	}
+	j.part = f
 	if err := j.reset(); err != nil {
 		f.Close()
 		return nil, err
@@ -162,41 +163,57 @@ func (p *Puller) open(req Request) (*job, error) {
 	return j, nil
 }
 
-// openPart opens (creating it) the ingest file at path for writing. It
-// writes only to a regular file at the path itself, with no other name: a
-// symbolic or hard link put there would make the pull write the image
-// over the file it names (any file, when the service runs as root), and a
-// FIFO or device would block or take the bytes. The open is non-blocking (so that a FIFO cannot make
-// it wait) and the file is made blocking once it is found regular.
-func openPart(path string) (*os.File, error) {
-	const flags = unix.O_RDWR | unix.O_CREAT | unix.O_CLOEXEC | unix.O_NOFOLLOW | unix.O_NONBLOCK
+// createPart creates the ingest file at path afresh, removing whatever
+// is there first. A pull writes only to a file it created itself
+// (O_EXCL): whatever else someone put at the path (a symbolic or hard link
+// would have the image written over the file it names, any file when the
+// service runs as root; a FIFO or device would block or take the bytes)
+// is removed, or the creation fails if it comes back meanwhile. A checked
+// open of an existing file cannot promise this: a hard link can be put
+// there and taken away again between any two looks at it.
+func createPart(path string) (*os.File, error) {
+	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, err
+	}
+	const flags = unix.O_RDWR | unix.O_CREAT | unix.O_EXCL | unix.O_NOFOLLOW | unix.O_CLOEXEC
 	fd, err := unix.Open(path, flags, 0o600)
 	for errors.Is(err, unix.EINTR) {
 		fd, err = unix.Open(path, flags, 0o600)
+	}
+	if err != nil {
+		return nil, &os.PathError{Op: "create", Path: path, Err: err}
+	}
+	return os.NewFile(uintptr(fd), path), nil
+}
+
+// openOldPart opens the ingest file an earlier attempt left at path, to
+// read it only: a regular file at the path itself, opened without waiting
+// (a FIFO there would wait for a writer).
+func openOldPart(path string) (*os.File, int64, error) {
+	const flags = unix.O_RDONLY | unix.O_CLOEXEC | unix.O_NOFOLLOW | unix.O_NONBLOCK
+	fd, err := unix.Open(path, flags, 0)
+	for errors.Is(err, unix.EINTR) {
+		fd, err = unix.Open(path, flags, 0)
 	}
 	if errors.Is(err, unix.ELOOP) || errors.Is(err, unix.ENXIO) {
 		err = errors.New("not a regular file (a link, or a socket)")
 	}
 	if err != nil {
-		return nil, &os.PathError{Op: "open", Path: path, Err: err}
+		return nil, 0, &os.PathError{Op: "open", Path: path, Err: err}
 	}
 	var st unix.Stat_t
 	err = unix.Fstat(fd, &st)
-	switch {
-	case err != nil:
-	case st.Mode&unix.S_IFMT != unix.S_IFREG:
+	if err == nil && st.Mode&unix.S_IFMT != unix.S_IFREG {
 		err = errors.New("not a regular file")
-	case st.Nlink != 1: // a hard link to another file: it would be written over
-		err = fmt.Errorf("the file has %d names (a hard link), not one", st.Nlink)
 	}
 	if err == nil {
 		_, err = unix.FcntlInt(uintptr(fd), unix.F_SETFL, 0) // O_NONBLOCK off
 	}
 	if err != nil {
 		unix.Close(fd)
-		return nil, &os.PathError{Op: "open", Path: path, Err: err}
+		return nil, 0, &os.PathError{Op: "open", Path: path, Err: err}
 	}
-	return os.NewFile(uintptr(fd), path), nil
+	return os.NewFile(uintptr(fd), path), st.Size, nil
 }
 
 func (j *job) close() {

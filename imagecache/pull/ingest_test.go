@@ -1,0 +1,225 @@
+package pull
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// createPart writes only to a file it created: a symbolic link, a hard
+// link or a FIFO put at the ingest path is removed, not written through
+// (nor waited on), and the file a link names keeps its bytes.
+func TestCreatePartOverPlantedFiles(t *testing.T) {
+	dir := t.TempDir()
+	victim := filepath.Join(dir, "victim")
+	if err := os.WriteFile(victim, []byte("not the cache's"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var vst unix.Stat_t
+	if err := unix.Stat(victim, &vst); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name  string
+		plant func(path string) error
+	}{
+		{"symbolic link", func(p string) error { return os.Symlink(victim, p) }},
+		{"hard link", func(p string) error { return os.Link(victim, p) }},
+		{"fifo", func(p string) error { return unix.Mkfifo(p, 0o600) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(dir, strings.ReplaceAll(tc.name, " ", "-")+".part")
+			if err := tc.plant(path); err != nil {
+				t.Fatal(err)
+			}
+			type result struct {
+				f   *os.File
+				err error
+			}
+			done := make(chan result, 1)
+			go func() {
+				f, err := createPart(path)
+				done <- result{f, err}
+			}()
+			var r result
+			select {
+			case r = <-done:
+			case <-time.After(10 * time.Second):
+				// A FIFO opened for writing waits for a reader: give it one.
+				if fd, err := unix.Open(path, unix.O_RDONLY|unix.O_NONBLOCK, 0); err == nil {
+					defer unix.Close(fd)
+				}
+				t.Fatalf("createPart over a %s still waiting after 10 s", tc.name)
+			}
+			if r.err != nil {
+				t.Fatalf("createPart over a %s: %v", tc.name, r.err)
+			}
+			defer r.f.Close()
+			if _, err := r.f.WriteString("image bytes"); err != nil {
+				t.Fatal(err)
+			}
+			var st unix.Stat_t
+			if err := unix.Fstat(int(r.f.Fd()), &st); err != nil {
+				t.Fatal(err)
+			}
+			if st.Ino == vst.Ino || st.Mode&unix.S_IFMT != unix.S_IFREG || st.Nlink != 1 {
+				t.Errorf("createPart over a %s opened inode %d (the linked file's is %d), mode %o, %d names", tc.name, st.Ino, vst.Ino, st.Mode, st.Nlink)
+			}
+		})
+	}
+	if b, err := os.ReadFile(victim); err != nil || string(b) != "not the cache's" {
+		t.Errorf("the linked file now holds %q (%v)", b, err)
+	}
+}
+
+// A hard link put at the ingest path and taken away again, over and over,
+// while the pull creates its file: createPart either fails (something came
+// back at the path) or creates a file of its own, never the linked one. A
+// check of an opened file (its count of names, then the path again) was
+// beaten by this loop in about 0.5 % of tries.
+func TestCreatePartHardLinkRace(t *testing.T) {
+	dir := t.TempDir()
+	victim, part := filepath.Join(dir, "victim"), filepath.Join(dir, "x.part")
+	if err := os.WriteFile(victim, []byte("not the cache's"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var vst unix.Stat_t
+	if err := unix.Stat(victim, &vst); err != nil {
+		t.Fatal(err)
+	}
+	var stop atomic.Bool
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for !stop.Load() {
+			if os.Link(victim, part) == nil {
+				os.Remove(part)
+			}
+		}
+	}()
+	defer func() { stop.Store(true); wg.Wait() }()
+	const tries = 5000
+	var created, got int
+	deadline := time.Now().Add(20 * time.Second)
+	for i := 0; i < tries && time.Now().Before(deadline); i++ {
+		f, err := createPart(part)
+		if err != nil {
+			continue
+		}
+		created++
+		var st unix.Stat_t
+		if err := unix.Fstat(int(f.Fd()), &st); err != nil {
+			t.Fatal(err)
+		}
+		if st.Ino == vst.Ino && st.Dev == vst.Dev {
+			got++
+		}
+		f.Close()
+		os.Remove(part) // its own file: let the links go on
+	}
+	t.Logf("%d of %d creations succeeded", created, tries)
+	if got != 0 {
+		t.Fatalf("createPart handed out the linked file %d times in %d tries", got, tries)
+	}
+	if b, err := os.ReadFile(victim); err != nil || string(b) != "not the cache's" {
+		t.Errorf("the linked file now holds %q (%v)", b, err)
+	}
+}
+
+// A resumed pull continues in a file of its own holding the checkpointed
+// bytes: with a hard link to another file at the ingest path, that file is
+// only read, never written or truncated.
+func TestContinuePartLeavesALinkedFile(t *testing.T) {
+	dir := t.TempDir()
+	victim, part := filepath.Join(dir, "victim"), filepath.Join(dir, "x.part")
+	secret := []byte("0123456789 the linked file's own bytes, longer than the offset")
+	if err := os.WriteFile(victim, secret, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Link(victim, part); err != nil {
+		t.Fatal(err)
+	}
+	j := &job{req: Request{Part: part}}
+	f, err := j.continuePart(10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.WriteString("the pull's next bytes"); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := os.ReadFile(victim); err != nil || !bytes.Equal(b, secret) {
+		t.Errorf("the linked file now holds %q (%v)", b, err)
+	}
+	b, err := os.ReadFile(part)
+	if err != nil || string(b) != "0123456789the pull's next bytes" {
+		t.Errorf("the ingest file holds %q (%v), want the checkpointed 10 bytes and what came after", b, err)
+	}
+	if fileNames(t, dir) != "victim x.part" {
+		t.Errorf("files left: %s", fileNames(t, dir))
+	}
+}
+
+func fileNames(t *testing.T, dir string) string {
+	t.Helper()
+	des, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, de := range des {
+		names = append(names, de.Name())
+	}
+	return strings.Join(names, " ")
+}
+
+// A FIFO at the checkpoint's path does not hold the pull (it would wait
+// for a writer, past cancellation), and neither a link nor an oversized
+// file is read: the checkpoint is not usable, and the pull starts over.
+func TestReadCheckpointRefuses(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		name  string
+		plant func(path string) error
+	}{
+		{"fifo", func(p string) error { return unix.Mkfifo(p, 0o600) }},
+		{"link to /dev/zero", func(p string) error { return os.Symlink("/dev/zero", p) }},
+		{"sparse file", func(p string) error {
+			if err := os.WriteFile(p, nil, 0o600); err != nil {
+				return err
+			}
+			return os.Truncate(p, 1<<30)
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(dir, strings.ReplaceAll(tc.name, "/", "-")+".ckpt")
+			if err := tc.plant(path); err != nil {
+				t.Fatal(err)
+			}
+			done := make(chan error, 1)
+			go func() {
+				_, err := readCheckpoint(path)
+				done <- err
+			}()
+			select {
+			case err := <-done:
+				if err == nil {
+					t.Errorf("readCheckpoint of a %s: no error", tc.name)
+				}
+			case <-time.After(10 * time.Second):
+				if fd, err := unix.Open(path, unix.O_WRONLY|unix.O_NONBLOCK, 0); err == nil {
+					unix.Close(fd) // let a reader waiting on the FIFO go
+				}
+				t.Fatalf("readCheckpoint of a %s still reading after 10 s", tc.name)
+			}
+		})
+	}
+}
