@@ -2,6 +2,9 @@ package imagecache
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -405,5 +408,54 @@ func TestWantedAgainWhileVerifying(t *testing.T) {
 	}
 	if st := c.Images()[0].State; st != StateVerifying {
 		t.Fatalf("wanted again before its reader ended: %v, want verifying (it was never verified)", st)
+	}
+}
+
+// A resumed pull whose old ingest file is a hard link to another file,
+// with a checkpoint that hashed the image's own first bytes (anyone can
+// compute it), does not serve that file's bytes as the image: the resume
+// hashes what it continues, finds it is not what the checkpoint hashed,
+// and the pull starts over. Before, the checkpoint's hash state was
+// trusted, the final digest matched, and the other file's first bytes
+// were served as the image.
+func TestResumeOverALinkedFile(t *testing.T) {
+	data := testBytes(49, 256<<10)
+	d := digestOf(data)
+	cfg := testConfig(t)
+	c := openCache(t, cfg)
+	secret := filepath.Join(cfg.Dir, "secret") // on the cache's file system, for the link
+	own := bytes.Repeat([]byte("S3CRET!"), len(data)/7+1)[:len(data)]
+	if err := os.WriteFile(secret, own, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	o := newOrigin(t, func(w http.ResponseWriter, r *http.Request, n int) { serveBytes(w, r, data, `"v1"`) })
+	if err := c.Add(Want{URL: o.url("img"), SHA256: d, Format: "iso"}); err != nil {
+		t.Fatal(err)
+	}
+	const off = 128 << 10
+	h := sha256.New()
+	h.Write(data[:off])
+	state, err := h.(encoding.BinaryMarshaler).MarshalBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ck, err := json.Marshal(map[string]any{"v": 1, "sha256": hexOf(d), "url": o.url("img"), "offset": off,
+		"total": len(data), "etag": `"v1"`, "hash_state": state})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(c.ckptPath(d), ck, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Link(secret, c.partPath(d)); err != nil {
+		t.Fatal(err)
+	}
+	runCache(t, c)
+	waitReady(t, c, d)
+	if blob, err := os.ReadFile(c.blobPath(d)); err != nil || !bytes.Equal(blob, data) {
+		t.Fatalf("the blob is not the image (%v): its first bytes %q", err, blob[:min(16, len(blob))])
+	}
+	if b, err := os.ReadFile(secret); err != nil || !bytes.Equal(b, own) {
+		t.Errorf("the linked file changed (%v)", err)
 	}
 }

@@ -1,6 +1,8 @@
 package pull
 
 import (
+	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding"
 	"encoding/binary"
@@ -11,6 +13,7 @@ import (
 	"hash"
 	"io"
 	"os"
+	"path/filepath"
 
 	"github.com/siteboot/siteboot/internal/atomicfile"
 	"golang.org/x/sys/unix"
@@ -62,21 +65,22 @@ func (j *job) checkpoint() error {
 	return nil
 }
 
-// resume continues from a checkpoint: the data is cut back to the offset it
-// claims and the hash state restored.
-func (j *job) resume() error {
+// resume continues from a checkpoint: the data up to the offset it claims
+// is copied into a new file and hashed again (it must give the
+// checkpoint's hash state), and the pull goes on from there.
+func (j *job) resume(ctx context.Context) error {
 	data, err := readCheckpoint(j.req.Checkpoint)
 	if err != nil {
 		return err
 	}
-	ck, h, err := decodeCheckpoint(data, j.req.SHA256)
+	ck, _, err := decodeCheckpoint(data, j.req.SHA256)
 	if err != nil {
 		return err
 	}
 	if ck.URL != j.req.URL {
 		return errors.New("the url changed")
 	}
-	part, err := j.continuePart(ck.Offset)
+	part, h, err := j.continuePart(ctx, ck.Offset, ck.HashState)
 	if err != nil {
 		return err
 	}
@@ -88,38 +92,78 @@ func (j *job) resume() error {
 	return nil
 }
 
+// resumeMargin is the free space a resume leaves beyond the copy of the
+// data it continues: the copy must not fill the disk the cache and its
+// other pulls write to. With less, the pull starts over (which deletes the
+// old data first).
+const resumeMargin = 64 << 20
+
 // continuePart is a new ingest file, created by the pull itself, holding
-// the first off bytes of the one an earlier attempt left, and positioned
-// after them. The old file is only read: writing on into it would write
-// into whatever file someone linked at its path (createPart says why).
-// The bytes move inside the kernel (copy_file_range; a reflink where the
-// file system has them), once per resume.
-func (j *job) continuePart(off int64) (*os.File, error) {
+// the first off bytes of the one an earlier attempt left, positioned after
+// them, and the SHA-256 state of those bytes. The old file is only read:
+// writing on into it would write into whatever file someone linked at its
+// path (createPart says why). The bytes are hashed as they are copied and
+// must give state, the checkpoint's hash state: the final digest then
+// covers every byte of the file, whatever happened to the old one (a
+// crash that lost part of it, a file put in its place). Once per resume;
+// ctx cancels the copy, and the old data and checkpoint stay for the
+// next attempt.
+func (j *job) continuePart(ctx context.Context, off int64, state []byte) (*os.File, hash.Hash, error) {
 	old, size, err := openOldPart(j.req.Part)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer old.Close()
 	if size < off {
-		return nil, fmt.Errorf("ingest file shorter than the checkpoint's %d bytes", off)
+		return nil, nil, fmt.Errorf("ingest file shorter than the checkpoint's %d bytes", off)
+	}
+	dir := filepath.Dir(j.req.Part)
+	var fs unix.Statfs_t
+	if err := unix.Statfs(dir, &fs); err == nil && fs.Bavail*uint64(fs.Bsize) < uint64(off)+resumeMargin {
+		return nil, nil, fmt.Errorf("%d bytes free, too few to copy the %d bytes pulled before", fs.Bavail*uint64(fs.Bsize), off)
 	}
 	tmp := j.req.Part + ".resume" // the cache deletes it at Open if left behind
 	f, err := createPart(tmp)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	if _, err = io.CopyN(f, old, off); err == nil {
-		err = f.Sync() // the checkpoint says these bytes are on disk
-	}
-	if err == nil {
-		err = os.Rename(tmp, j.req.Part)
-	}
+	h := sha256.New()
+	buf := make([]byte, 1<<20)
+	err = func() error {
+		for done := int64(0); done < off; {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			n, err := io.ReadFull(old, buf[:min(int64(len(buf)), off-done)])
+			if err != nil {
+				return err
+			}
+			h.Write(buf[:n])
+			if _, err := f.Write(buf[:n]); err != nil {
+				return err
+			}
+			done += int64(n)
+		}
+		if got, err := h.(encoding.BinaryMarshaler).MarshalBinary(); err != nil || !bytes.Equal(got, state) {
+			return fmt.Errorf("the ingest file's first %d bytes are not those the checkpoint hashed", off)
+		}
+		if err := f.Sync(); err != nil { // the checkpoint says these bytes are on disk
+			return err
+		}
+		if err := os.Rename(tmp, j.req.Part); err != nil {
+			return err
+		}
+		return atomicfile.SyncDir(dir) // later checkpoints describe this file
+	}()
 	if err != nil {
 		f.Close()
 		os.Remove(tmp)
-		return nil, fmt.Errorf("copy the ingest file to resume: %w", err)
+		if ctx.Err() != nil {
+			return nil, nil, ctx.Err()
+		}
+		return nil, nil, fmt.Errorf("copy the ingest file to resume: %w", err)
 	}
-	return f, nil
+	return f, h, nil
 }
 
 // readCheckpoint reads the checkpoint at path: a regular file at the path

@@ -2,6 +2,10 @@ package pull
 
 import (
 	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -148,7 +152,7 @@ func TestContinuePartLeavesALinkedFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	j := &job{req: Request{Part: part}}
-	f, err := j.continuePart(10)
+	f, _, err := j.continuePart(context.Background(), 10, hashState(t, secret[:10]))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -165,6 +169,57 @@ func TestContinuePartLeavesALinkedFile(t *testing.T) {
 	}
 	if fileNames(t, dir) != "victim x.part" {
 		t.Errorf("files left: %s", fileNames(t, dir))
+	}
+}
+
+// hashState is the SHA-256 state after b, as a checkpoint holds it.
+func hashState(t *testing.T, b []byte) []byte {
+	t.Helper()
+	h := sha256.New()
+	h.Write(b)
+	st, err := h.(encoding.BinaryMarshaler).MarshalBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+// A resume hashes the bytes it continues: ones that are not those the
+// checkpoint hashed (a crash that lost them, a file put in the old one's
+// place) make it fail, before anything is written after them, and the old
+// file and nothing else is left. A cancelled copy stops and leaves the old
+// file for the next attempt.
+func TestContinuePartChecksAndStops(t *testing.T) {
+	dir := t.TempDir()
+	part := filepath.Join(dir, "x.part")
+	data := bytes.Repeat([]byte("siteboot"), 1<<18) // 2 MiB: the copy takes two chunks
+	if err := os.WriteFile(part, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	j := &job{req: Request{Part: part}}
+	other := append([]byte("X"), data[1:3<<19]...)
+	if _, _, err := j.continuePart(context.Background(), 3<<19, hashState(t, other)); err == nil || !strings.Contains(err.Error(), "not those the checkpoint hashed") {
+		t.Errorf("continuePart with bytes the checkpoint did not hash: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, _, err := j.continuePart(ctx, 3<<19, hashState(t, data[:3<<19])); !errors.Is(err, context.Canceled) {
+		t.Errorf("continuePart with its context ended: %v, want context.Canceled", err)
+	}
+	if b, err := os.ReadFile(part); err != nil || !bytes.Equal(b, data) {
+		t.Errorf("the old ingest file changed (%v)", err)
+	}
+	if fileNames(t, dir) != "x.part" {
+		t.Errorf("files left: %s", fileNames(t, dir))
+	}
+	f, h, err := j.continuePart(context.Background(), 3<<19, hashState(t, data[:3<<19]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	h.Write(data[3<<19:])
+	if [32]byte(h.Sum(nil)) != sha256.Sum256(data) {
+		t.Error("the hash a resume returns does not continue to the data's digest")
 	}
 }
 

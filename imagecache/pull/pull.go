@@ -121,7 +121,7 @@ type job struct {
 // and checkpoint, and the next Pull of the same request resumes from
 // there. On any other failure the caller deletes the files.
 func (p *Puller) Pull(ctx context.Context, req Request) (os.FileInfo, error) {
-	j, err := p.open(req)
+	j, err := p.open(ctx, req)
 	if err != nil {
 		return nil, err
 	}
@@ -137,15 +137,18 @@ func (p *Puller) Pull(ctx context.Context, req Request) (os.FileInfo, error) {
 	return j.seal()
 }
 
-func (p *Puller) open(req Request) (*job, error) {
+func (p *Puller) open(ctx context.Context, req Request) (*job, error) {
 	every := p.cfg.CheckpointBytes
 	j := &job{p: p, req: req, h: sha256.New(), total: -1,
 		log: p.cfg.Logger.With("sha256", hex.EncodeToString(req.SHA256[:])),
 		buf: make([]byte, min(every, 1<<20)), ckptEvery: every}
 	if req.Compression == "" {
-		err := j.resume()
+		err := j.resume(ctx)
 		if err == nil {
 			return j, nil
+		}
+		if ctx.Err() != nil {
+			return nil, ctx.Err() // the data and checkpoint stay: the next Run resumes
 		}
 		if !errors.Is(err, os.ErrNotExist) {
 			j.log.Info("imagecache: checkpoint not usable, starting over", "err", err)
