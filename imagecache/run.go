@@ -110,6 +110,7 @@ func (c *Cache) pull(ctx context.Context, e *entry, want Want) error {
 	sealed, err := c.puller.Pull(ctx, pull.Request{
 		URL: want.URL, SHA256: d, Compression: want.Compression, SourceSHA256: want.SourceSHA256, Size: want.Size,
 		Part: c.partPath(d), Checkpoint: c.ckptPath(d), Progress: &e.progress, Space: &space{c: c, e: e},
+		ResumeReserve: c.cfg.MinFree,
 	})
 	if err != nil {
 		return err

@@ -80,6 +80,10 @@ func (j *job) resume(ctx context.Context) error {
 	if ck.URL != j.req.URL {
 		return errors.New("the url changed")
 	}
+	if j.req.Size > 0 && (ck.Offset > j.req.Size || ck.Total >= 0 && ck.Total != j.req.Size) {
+		return fmt.Errorf("the checkpoint's offset %d or size %d is not the image's size %d", ck.Offset, ck.Total, j.req.Size)
+	}
+	j.req.Progress.Total.Store(ck.Total) // the cache counts this pull's space while it copies
 	part, h, err := j.continuePart(ctx, ck.Offset, ck.HashState)
 	if err != nil {
 		return err
@@ -92,22 +96,25 @@ func (j *job) resume(ctx context.Context) error {
 	return nil
 }
 
-// resumeMargin is the free space a resume leaves beyond the copy of the
-// data it continues: the copy must not fill the disk the cache and its
-// other pulls write to. With less, the pull starts over (which deletes the
-// old data first).
-const resumeMargin = 64 << 20
+// defaultResumeReserve is what a resume's copy leaves free when the
+// request names no reserve.
+const defaultResumeReserve = 64 << 20
+
+// copyChunk is how much a resume copies between looks at ctx.
+const copyChunk = 64 << 20
 
 // continuePart is a new ingest file, created by the pull itself, holding
 // the first off bytes of the one an earlier attempt left, positioned after
 // them, and the SHA-256 state of those bytes. The old file is only read:
 // writing on into it would write into whatever file someone linked at its
-// path (createPart says why). The bytes are hashed as they are copied and
-// must give state, the checkpoint's hash state: the final digest then
-// covers every byte of the file, whatever happened to the old one (a
-// crash that lost part of it, a file put in its place). Once per resume;
-// ctx cancels the copy, and the old data and checkpoint stay for the
-// next attempt.
+// path (createPart says why). The copy is made in the kernel
+// (copy_file_range) and needs the bytes plus the request's reserve free
+// (else the pull starts over, deleting the old data first). The bytes are
+// then hashed as they are in the new file, the only one that counts, and
+// must give state, the checkpoint's hash state: the final digest covers
+// every byte of the blob, whatever happened to the old file (a crash that
+// lost part of it, a file put in its place). Once per resume; ctx cancels
+// it, and the old data and checkpoint stay for the next attempt.
 func (j *job) continuePart(ctx context.Context, off int64, state []byte) (*os.File, hash.Hash, error) {
 	old, size, err := openOldPart(j.req.Part)
 	if err != nil {
@@ -118,34 +125,48 @@ func (j *job) continuePart(ctx context.Context, off int64, state []byte) (*os.Fi
 		return nil, nil, fmt.Errorf("ingest file shorter than the checkpoint's %d bytes", off)
 	}
 	dir := filepath.Dir(j.req.Part)
-	var fs unix.Statfs_t
-	if err := unix.Statfs(dir, &fs); err == nil && fs.Bavail*uint64(fs.Bsize) < uint64(off)+resumeMargin {
-		return nil, nil, fmt.Errorf("%d bytes free, too few to copy the %d bytes pulled before", fs.Bavail*uint64(fs.Bsize), off)
-	}
 	tmp := j.req.Part + ".resume" // the cache deletes it at Open if left behind
 	f, err := createPart(tmp)
 	if err != nil {
 		return nil, nil, err
 	}
 	h := sha256.New()
-	buf := make([]byte, 1<<20)
 	err = func() error {
+		reserve := j.req.ResumeReserve
+		if reserve <= 0 {
+			reserve = defaultResumeReserve
+		}
+		var fs unix.Statfs_t
+		if err := unix.Statfs(dir, &fs); err == nil && fs.Bavail*uint64(fs.Bsize) < uint64(off)+uint64(reserve) {
+			return fmt.Errorf("%d bytes free, too few to copy the %d bytes pulled before and keep %d free", fs.Bavail*uint64(fs.Bsize), off, reserve)
+		}
 		for done := int64(0); done < off; {
 			if err := ctx.Err(); err != nil {
 				return err
 			}
-			n, err := io.ReadFull(old, buf[:min(int64(len(buf)), off-done)])
+			n, err := io.CopyN(f, old, min(copyChunk, off-done)) // copy_file_range
+			done += n
+			if err != nil {
+				return err
+			}
+		}
+		buf := make([]byte, 1<<20)
+		for done := int64(0); done < off; {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			n, err := f.ReadAt(buf[:min(int64(len(buf)), off-done)], done)
 			if err != nil {
 				return err
 			}
 			h.Write(buf[:n])
-			if _, err := f.Write(buf[:n]); err != nil {
-				return err
-			}
 			done += int64(n)
 		}
 		if got, err := h.(encoding.BinaryMarshaler).MarshalBinary(); err != nil || !bytes.Equal(got, state) {
 			return fmt.Errorf("the ingest file's first %d bytes are not those the checkpoint hashed", off)
+		}
+		if _, err := f.Seek(off, io.SeekStart); err != nil {
+			return err
 		}
 		if err := f.Sync(); err != nil { // the checkpoint says these bytes are on disk
 			return err

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding"
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -151,7 +152,7 @@ func TestContinuePartLeavesALinkedFile(t *testing.T) {
 	if err := os.Link(victim, part); err != nil {
 		t.Fatal(err)
 	}
-	j := &job{req: Request{Part: part}}
+	j := &job{req: Request{Part: part, ResumeReserve: 1}}
 	f, _, err := j.continuePart(context.Background(), 10, hashState(t, secret[:10]))
 	if err != nil {
 		t.Fatal(err)
@@ -196,7 +197,7 @@ func TestContinuePartChecksAndStops(t *testing.T) {
 	if err := os.WriteFile(part, data, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	j := &job{req: Request{Part: part}}
+	j := &job{req: Request{Part: part, ResumeReserve: 1}}
 	other := append([]byte("X"), data[1:3<<19]...)
 	if _, _, err := j.continuePart(context.Background(), 3<<19, hashState(t, other)); err == nil || !strings.Contains(err.Error(), "not those the checkpoint hashed") {
 		t.Errorf("continuePart with bytes the checkpoint did not hash: %v", err)
@@ -276,5 +277,57 @@ func TestReadCheckpointRefuses(t *testing.T) {
 				t.Fatalf("readCheckpoint of a %s still reading after 10 s", tc.name)
 			}
 		})
+	}
+}
+
+// A resume whose copy would not leave the request's reserve free refuses
+// (the pull starts over, deleting the old data, instead of filling the
+// disk the cache and its other pulls write to), and leaves nothing.
+func TestContinuePartKeepsTheReserve(t *testing.T) {
+	dir := t.TempDir()
+	part := filepath.Join(dir, "x.part")
+	data := bytes.Repeat([]byte("siteboot"), 1<<10)
+	if err := os.WriteFile(part, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	j := &job{req: Request{Part: part, ResumeReserve: 1 << 62}}
+	if _, _, err := j.continuePart(context.Background(), 4096, hashState(t, data[:4096])); err == nil || !strings.Contains(err.Error(), "too few to copy") {
+		t.Errorf("continuePart without room for its copy: %v", err)
+	}
+	if fileNames(t, dir) != "x.part" {
+		t.Errorf("files left: %s", fileNames(t, dir))
+	}
+}
+
+// A checkpoint whose offset or size is not the image's (as the catalog
+// gives it) is not resumed from: nothing is copied for it.
+func TestResumeChecksTheImageSize(t *testing.T) {
+	dir := t.TempDir()
+	data := testData()
+	d := sha256.Sum256(data)
+	part, ckpt := filepath.Join(dir, "x.part"), filepath.Join(dir, "x.ckpt")
+	if err := os.WriteFile(part, data[:300], 0o600); err != nil {
+		t.Fatal(err)
+	}
+	raw, err := json.Marshal(validCheckpoint(t, data, 300))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(ckpt, raw, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, size := range []int64{200, int64(len(data)) + 1} {
+		j := &job{req: Request{URL: "http://o/x", SHA256: d, Size: size, Part: part, Checkpoint: ckpt, Progress: &Progress{}, ResumeReserve: 1}}
+		if err := j.resume(context.Background()); err == nil || !strings.Contains(err.Error(), "not the image's size") {
+			t.Errorf("resume of a checkpoint for %d bytes into an image of %d: %v", len(data), size, err)
+		}
+	}
+	j := &job{req: Request{URL: "http://o/x", SHA256: d, Size: int64(len(data)), Part: part, Checkpoint: ckpt, Progress: &Progress{}, ResumeReserve: 1}}
+	if err := j.resume(context.Background()); err != nil {
+		t.Fatalf("resume of a checkpoint of the image's size: %v", err)
+	}
+	defer j.part.Close()
+	if j.off != 300 || fileNames(t, dir) != "x.ckpt x.part" {
+		t.Errorf("after the resume: offset %d, files %s", j.off, fileNames(t, dir))
 	}
 }

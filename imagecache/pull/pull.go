@@ -77,6 +77,9 @@ type Request struct {
 	Progress *Progress
 	// Space is the cache's say on how much may be written.
 	Space Space
+	// ResumeReserve is the disk space a resume's copy of the data pulled
+	// before must leave free (the cache's own reserve); 0: 64 MiB.
+	ResumeReserve int64
 }
 
 // Progress is how far a pull is, for status views: the bytes written and
