@@ -180,6 +180,11 @@ func (c *Cache) finish(runCtx context.Context, e *entry, err error) {
 	case runCtx.Err() != nil:
 		result = "cancelled"
 		c.queueLocked(e) // resumes from its checkpoint at the next Run
+	case errors.Is(err, context.Canceled):
+		// Released (which cancels the pull), then wanted again before
+		// the pull stopped: it goes on from its checkpoint, not failed.
+		result = "cancelled"
+		c.queueLocked(e)
 	default:
 		result = "failed"
 		e.state, e.reason, e.failedAt = StateFailed, err.Error(), c.cfg.Now()

@@ -264,3 +264,31 @@ func TestRetryNow(t *testing.T) {
 		t.Fatalf("Retry of a ready image = %v, ready %t", err, c.Ready(d))
 	}
 }
+
+// An image released while it pulls (which cancels the pull) and wanted
+// again before the pull has stopped goes on: queued again, resumed from
+// its checkpoint, ready. Before, the cancelled pull was recorded as a
+// failure ("context canceled") and its data deleted, and the image waited
+// for the failed-retry delay.
+func TestWantedAgainWhilePullStops(t *testing.T) {
+	data := testBytes(33, 100000)
+	d := digestOf(data)
+	o := newOrigin(t, stalled(data))
+	c := openCache(t, testConfig(t))
+	w := []Want{{URL: o.url("x"), SHA256: d}}
+	if err := c.SetWanted(w); err != nil {
+		t.Fatal(err)
+	}
+	runCache(t, c)
+	waitFor(t, func() bool { return len(o.requests()) == 1 && c.Images()[0].State == StatePulling })
+	if err := c.SetWanted(nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.SetWanted(w); err != nil {
+		t.Fatal(err)
+	}
+	waitReady(t, c, d)
+	if got := metrictest.Counter(t, c.m.pulls.WithLabelValues("failed")); got != 0 {
+		t.Errorf("pulls_total{failed} = %v, want 0", got)
+	}
+}
