@@ -12,6 +12,8 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/siteboot/siteboot/imagecache/pull"
 	"github.com/siteboot/siteboot/imagecache/serve"
 )
@@ -153,11 +155,48 @@ func (c *Cache) openDir() error {
 			return fmt.Errorf("imagecache: create %s: %w", d, err)
 		}
 	}
+	for _, d := range []string{c.dir, filepath.Dir(c.blobDir), c.blobDir, c.ingestDir} {
+		if err := c.ownDir(d, d == c.dir); err != nil {
+			return err
+		}
+	}
 	f, err := lockDir(filepath.Join(c.dir, "lock"))
 	if err != nil {
 		return err
 	}
 	c.lockFile = f
+	return nil
+}
+
+// ownDir makes sure only this process's user can put files in dir: it
+// must be a directory owned by that user, and writable by no one else
+// (group or other write is taken away, with a warning). Files put in the
+// cache's directories by another user could otherwise be served, or
+// written through (blobs.go and package pull refuse what they can
+// recognise; a directory nobody else can write leaves nothing to
+// recognise). The cache's own directory may be a symbolic link (to
+// another disk); the ones inside it may not.
+func (c *Cache) ownDir(dir string, follow bool) error {
+	var st unix.Stat_t
+	stat := unix.Lstat
+	if follow {
+		stat = unix.Stat
+	}
+	if err := stat(dir, &st); err != nil {
+		return fmt.Errorf("imagecache: %s: %w", dir, err)
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFDIR {
+		return fmt.Errorf("imagecache: %s is not a directory (a link?): move it away; the cache makes its own", dir)
+	}
+	if uid := uint32(os.Geteuid()); st.Uid != uid {
+		return fmt.Errorf("imagecache: %s belongs to uid %d, not to this process's %d: files that user put there could be served; chown it to the service's user", dir, st.Uid, uid)
+	}
+	if perm := st.Mode & 0o7777; perm&0o022 != 0 {
+		if err := os.Chmod(dir, os.FileMode(perm&^0o022)); err != nil {
+			return fmt.Errorf("imagecache: %s is writable by group or others (mode %o) and cannot be changed: %w", dir, perm, err)
+		}
+		c.log.Warn("imagecache: directory was writable by group or others; no longer", "dir", dir, "mode_was", fmt.Sprintf("%o", perm))
+	}
 	return nil
 }
 

@@ -464,3 +464,74 @@ func TestResumeOverALinkedFile(t *testing.T) {
 		t.Errorf("origin requests %+v, want one, from byte 0", reqs)
 	}
 }
+
+// Only the cache's user can put files in its directories: a directory
+// writable by group or others is made private at Open, one that is a
+// link or belongs to another user is refused with a line that names it.
+// The cache's own directory may be a link (to another disk).
+func TestCacheDirectoriesOwned(t *testing.T) {
+	open := func(t *testing.T, cfg Config) (*Cache, error) {
+		t.Helper()
+		c, err := Open(cfg)
+		if err == nil {
+			t.Cleanup(func() { c.Close() })
+		}
+		return c, err
+	}
+	t.Run("writable by others", func(t *testing.T) {
+		cfg := testConfig(t)
+		ingest := filepath.Join(cfg.Dir, "ingest")
+		if err := os.MkdirAll(ingest, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(ingest, 0o777); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := open(t, cfg); err != nil {
+			t.Fatal(err)
+		}
+		if fi, err := os.Stat(ingest); err != nil || fi.Mode().Perm() != 0o755 {
+			t.Errorf("ingest after Open: %v (%v), want 0755", fi.Mode(), err)
+		}
+	})
+	t.Run("a link inside", func(t *testing.T) {
+		cfg := testConfig(t)
+		elsewhere := t.TempDir()
+		if err := os.Symlink(elsewhere, filepath.Join(cfg.Dir, "ingest")); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := open(t, cfg); err == nil || !strings.Contains(err.Error(), "ingest is not a directory") {
+			t.Errorf("Open with ingest a link: %v, want a refusal naming it", err)
+		}
+	})
+	t.Run("the cache's own directory a link", func(t *testing.T) {
+		cfg := testConfig(t)
+		real := t.TempDir()
+		cfg.Dir = filepath.Join(cfg.Dir, "cache")
+		if err := os.Symlink(real, cfg.Dir); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := open(t, cfg); err != nil {
+			t.Fatalf("Open through a link to the cache's directory: %v", err)
+		}
+		if !fileExists(filepath.Join(real, "lock")) {
+			t.Error("the cache is not in the directory the link names")
+		}
+	})
+	t.Run("another user's", func(t *testing.T) {
+		if os.Geteuid() != 0 {
+			t.Skip("chown to another user needs root")
+		}
+		cfg := testConfig(t)
+		blobs := filepath.Join(cfg.Dir, "blobs")
+		if err := os.MkdirAll(blobs, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chown(blobs, 65534, 65534); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := open(t, cfg); err == nil || !strings.Contains(err.Error(), "blobs belongs to uid 65534") {
+			t.Errorf("Open with blobs another user's: %v, want a refusal naming it", err)
+		}
+	})
+}
