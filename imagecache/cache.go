@@ -150,13 +150,23 @@ func Open(cfg Config) (*Cache, error) {
 }
 
 func (c *Cache) openDir() error {
-	for _, d := range []string{c.dir, c.blobDir, c.ingestDir} {
-		if err := os.MkdirAll(d, 0o755); err != nil {
+	if err := os.MkdirAll(c.dir, 0o755); err != nil {
+		return fmt.Errorf("imagecache: create %s: %w", c.dir, err)
+	}
+	uid, err := ownerOfNewFiles(c.dir)
+	if err != nil {
+		return err
+	}
+	if err := c.ownDir(c.dir, true, uid); err != nil {
+		return err
+	}
+	// Each inside directory is checked before one is made in it: a link
+	// put there is refused before anything is created where it points.
+	for _, d := range []string{filepath.Dir(c.blobDir), c.blobDir, c.ingestDir} {
+		if err := os.Mkdir(d, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
 			return fmt.Errorf("imagecache: create %s: %w", d, err)
 		}
-	}
-	for _, d := range []string{c.dir, filepath.Dir(c.blobDir), c.blobDir, c.ingestDir} {
-		if err := c.ownDir(d, d == c.dir); err != nil {
+		if err := c.ownDir(d, false, uid); err != nil {
 			return err
 		}
 	}
@@ -168,15 +178,32 @@ func (c *Cache) openDir() error {
 	return nil
 }
 
+// ownerOfNewFiles is the owner the file system gives a file this process
+// creates in dir: its user, or another where the file system maps owners
+// (NFS with root squashed, id-mapped mounts).
+func ownerOfNewFiles(dir string) (uint32, error) {
+	f, err := os.CreateTemp(dir, ".owner-*")
+	if err != nil {
+		return 0, fmt.Errorf("imagecache: cannot create a file in %s: %w", dir, err)
+	}
+	defer os.Remove(f.Name())
+	defer f.Close()
+	var st unix.Stat_t
+	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
+		return 0, fmt.Errorf("imagecache: %s: %w", f.Name(), err)
+	}
+	return st.Uid, nil
+}
+
 // ownDir makes sure only this process's user can put files in dir: it
-// must be a directory owned by that user, and writable by no one else
-// (group or other write is taken away, with a warning). Files put in the
-// cache's directories by another user could otherwise be served, or
-// written through (blobs.go and package pull refuse what they can
-// recognise; a directory nobody else can write leaves nothing to
-// recognise). The cache's own directory may be a symbolic link (to
-// another disk); the ones inside it may not.
-func (c *Cache) ownDir(dir string, follow bool) error {
+// must be a directory owned by uid (the owner of files this process
+// creates), and writable by no one else (group or other write is taken
+// away, with a warning). Files put in the cache's directories by another
+// user could otherwise be served, or written through (blobs.go and
+// package pull refuse what they can recognise; a directory nobody else
+// can write leaves nothing to recognise). The cache's own directory may
+// be a symbolic link (to another disk); the ones inside it may not.
+func (c *Cache) ownDir(dir string, follow bool, uid uint32) error {
 	var st unix.Stat_t
 	stat := unix.Lstat
 	if follow {
@@ -188,14 +215,19 @@ func (c *Cache) ownDir(dir string, follow bool) error {
 	if st.Mode&unix.S_IFMT != unix.S_IFDIR {
 		return fmt.Errorf("imagecache: %s is not a directory (a link?): move it away; the cache makes its own", dir)
 	}
-	if uid := uint32(os.Geteuid()); st.Uid != uid {
-		return fmt.Errorf("imagecache: %s belongs to uid %d, not to this process's %d: files that user put there could be served; chown it to the service's user", dir, st.Uid, uid)
+	if st.Uid != uid {
+		real, _ := filepath.EvalSymlinks(dir)
+		return fmt.Errorf("imagecache: %s belongs to uid %d, not to uid %d, which owns the files this process creates there: files that user put there could be served; chown -R %d %s/", dir, st.Uid, uid, uid, real)
 	}
-	if perm := st.Mode & 0o7777; perm&0o022 != 0 {
-		if err := os.Chmod(dir, os.FileMode(perm&^0o022)); err != nil {
+	if perm := uint32(st.Mode) & 0o7777; perm&0o022 != 0 {
+		// Special bits (setgid, sticky) go too: no use here, and a
+		// service forbidden to set them could not chmod to keep them.
+		mode := perm & 0o755
+		if err := os.Chmod(dir, os.FileMode(mode)); err != nil {
 			return fmt.Errorf("imagecache: %s is writable by group or others (mode %o) and cannot be changed: %w", dir, perm, err)
 		}
-		c.log.Warn("imagecache: directory was writable by group or others; no longer", "dir", dir, "mode_was", fmt.Sprintf("%o", perm))
+		c.log.Warn("imagecache: directory was writable by group or others; no longer", "dir", dir,
+			"mode_was", fmt.Sprintf("%o", perm), "mode", fmt.Sprintf("%o", mode))
 	}
 	return nil
 }

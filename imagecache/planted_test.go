@@ -494,16 +494,21 @@ func TestCacheDirectoriesOwned(t *testing.T) {
 			t.Errorf("ingest after Open: %v (%v), want 0755", fi.Mode(), err)
 		}
 	})
-	t.Run("a link inside", func(t *testing.T) {
-		cfg := testConfig(t)
-		elsewhere := t.TempDir()
-		if err := os.Symlink(elsewhere, filepath.Join(cfg.Dir, "ingest")); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := open(t, cfg); err == nil || !strings.Contains(err.Error(), "ingest is not a directory") {
-			t.Errorf("Open with ingest a link: %v, want a refusal naming it", err)
-		}
-	})
+	for _, name := range []string{"ingest", "blobs"} {
+		t.Run("a link inside: "+name, func(t *testing.T) {
+			cfg := testConfig(t)
+			elsewhere := t.TempDir()
+			if err := os.Symlink(elsewhere, filepath.Join(cfg.Dir, name)); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := open(t, cfg); err == nil || !strings.Contains(err.Error(), name+" is not a directory") {
+				t.Errorf("Open with %s a link: %v, want a refusal naming it", name, err)
+			}
+			if got := fileNames(t, elsewhere); got != "" {
+				t.Errorf("Open made %s where the link points", got)
+			}
+		})
+	}
 	t.Run("the cache's own directory a link", func(t *testing.T) {
 		cfg := testConfig(t)
 		real := t.TempDir()
@@ -534,4 +539,18 @@ func TestCacheDirectoriesOwned(t *testing.T) {
 			t.Errorf("Open with blobs another user's: %v, want a refusal naming it", err)
 		}
 	})
+}
+
+// fileNames lists dir's entries, space-separated.
+func fileNames(t *testing.T, dir string) string {
+	t.Helper()
+	var names []string
+	des, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, de := range des {
+		names = append(names, de.Name())
+	}
+	return strings.Join(names, " ")
 }

@@ -76,8 +76,9 @@ func (c *Cache) worker(ctx context.Context) {
 		}
 		c.kickWorkers() // another worker may find more queued
 		err := c.pull(pctx, e, want)
+		cancelled := pctx.Err() != nil // by a release, a source change or the end of Run
 		cancel()
-		c.finish(ctx, e, err)
+		c.finish(ctx, e, err, cancelled)
 	}
 }
 
@@ -161,7 +162,7 @@ func (c *Cache) commit(e *entry, sealed os.FileInfo) error {
 }
 
 // finish records the end of a pull.
-func (c *Cache) finish(runCtx context.Context, e *entry, err error) {
+func (c *Cache) finish(runCtx context.Context, e *entry, err error, cancelled bool) {
 	c.mu.Lock()
 	e.busy, e.cancel = false, nil
 	d, result := e.digest, "ok"
@@ -180,9 +181,11 @@ func (c *Cache) finish(runCtx context.Context, e *entry, err error) {
 	case runCtx.Err() != nil:
 		result = "cancelled"
 		c.queueLocked(e) // resumes from its checkpoint at the next Run
-	case errors.Is(err, context.Canceled):
+	case err != nil && cancelled:
 		// Released (which cancels the pull), then wanted again before
 		// the pull stopped: it goes on from its checkpoint, not failed.
+		// (Decided by the pull's context, not its error: an error that
+		// only says "canceled" must not requeue a pull for ever.)
 		result = "cancelled"
 		c.queueLocked(e)
 	default:
