@@ -184,6 +184,10 @@ func (c *Cache) openDir() error {
 func ownerOfNewFiles(dir string) (uint32, error) {
 	f, err := os.CreateTemp(dir, ".owner-*")
 	if err != nil {
+		var st unix.Stat_t
+		if errors.Is(err, os.ErrPermission) && unix.Stat(dir, &st) == nil && st.Uid != uint32(os.Geteuid()) {
+			return 0, notOwnedError(dir, st.Uid, uint32(os.Geteuid()))
+		}
 		return 0, fmt.Errorf("imagecache: cannot create a file in %s: %w", dir, err)
 	}
 	defer os.Remove(f.Name())
@@ -193,6 +197,16 @@ func ownerOfNewFiles(dir string) (uint32, error) {
 		return 0, fmt.Errorf("imagecache: %s: %w", f.Name(), err)
 	}
 	return st.Uid, nil
+}
+
+// notOwnedError says that dir belongs to owner, not to want, and how to
+// give it to want (through a link to another disk too).
+func notOwnedError(dir string, owner, want uint32) error {
+	real, err := filepath.EvalSymlinks(dir)
+	if err != nil {
+		real = dir
+	}
+	return fmt.Errorf("imagecache: %s belongs to uid %d, not to uid %d, which owns the files this process creates there: files that user put there could be served; chown -R %d %s/", dir, owner, want, want, real)
 }
 
 // ownDir makes sure only this process's user can put files in dir: it
@@ -216,8 +230,7 @@ func (c *Cache) ownDir(dir string, follow bool, uid uint32) error {
 		return fmt.Errorf("imagecache: %s is not a directory (a link?): move it away; the cache makes its own", dir)
 	}
 	if st.Uid != uid {
-		real, _ := filepath.EvalSymlinks(dir)
-		return fmt.Errorf("imagecache: %s belongs to uid %d, not to uid %d, which owns the files this process creates there: files that user put there could be served; chown -R %d %s/", dir, st.Uid, uid, uid, real)
+		return notOwnedError(dir, st.Uid, uid)
 	}
 	if perm := uint32(st.Mode) & 0o7777; perm&0o022 != 0 {
 		// Special bits (setgid, sticky) go too: no use here, and a

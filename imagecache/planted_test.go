@@ -7,11 +7,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -523,6 +526,36 @@ func TestCacheDirectoriesOwned(t *testing.T) {
 			t.Error("the cache is not in the directory the link names")
 		}
 	})
+	t.Run("another user's, and this process cannot write it", func(t *testing.T) {
+		if os.Geteuid() != 0 {
+			t.Skip("running Open as another user needs root")
+		}
+		cfg := testConfig(t)
+		if err := os.Chmod(filepath.Dir(cfg.Dir), 0o755); err != nil { // t.TempDir's parent is 0700
+			t.Fatal(err)
+		}
+		// An earlier run as root made the cache's directory; now the
+		// service runs as another user (uid 65534 here: a child process).
+		// The test binary, where that user can run it.
+		bin := filepath.Join(filepath.Dir(cfg.Dir), "imagecache.test")
+		exe, err := os.ReadFile(os.Args[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(bin, exe, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.Command(bin, "-test.run=^TestOpenAsChild$")
+		cmd.Env = append(os.Environ(), "IMAGECACHE_TEST_OPEN_DIR="+cfg.Dir)
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+		out, err := cmd.CombinedOutput()
+		if len(out) == 0 {
+			t.Fatalf("the child process: %v", err)
+		}
+		if !strings.Contains(string(out), "belongs to uid 0, not to uid 65534") || !strings.Contains(string(out), "chown -R 65534 "+cfg.Dir+"/") {
+			t.Errorf("Open as uid 65534 of a directory root made:\n%s\nwant a refusal naming the owner and the chown", out)
+		}
+	})
 	t.Run("another user's", func(t *testing.T) {
 		if os.Geteuid() != 0 {
 			t.Skip("chown to another user needs root")
@@ -553,4 +586,19 @@ func fileNames(t *testing.T, dir string) string {
 		names = append(names, de.Name())
 	}
 	return strings.Join(names, " ")
+}
+
+// TestOpenAsChild is TestCacheDirectoriesOwned's child process: it opens
+// the cache in IMAGECACHE_TEST_OPEN_DIR and prints Open's error.
+func TestOpenAsChild(t *testing.T) {
+	dir := os.Getenv("IMAGECACHE_TEST_OPEN_DIR")
+	if dir == "" {
+		t.Skip("only as TestCacheDirectoriesOwned's child process")
+	}
+	c, err := Open(Config{Dir: dir, Logger: slog.New(slog.DiscardHandler), MinFree: 1})
+	if err == nil {
+		c.Close()
+		t.Fatal("Open succeeded")
+	}
+	fmt.Println(err)
 }
