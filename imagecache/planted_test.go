@@ -507,7 +507,7 @@ func TestCacheDirectoriesOwned(t *testing.T) {
 			if _, err := open(t, cfg); err == nil || !strings.Contains(err.Error(), name+" is not a directory") {
 				t.Errorf("Open with %s a link: %v, want a refusal naming it", name, err)
 			}
-			if got := fileNames(t, elsewhere); got != "" {
+			if got := dirNames(t, elsewhere); len(got) != 0 {
 				t.Errorf("Open made %s where the link points", got)
 			}
 		})
@@ -580,20 +580,6 @@ func TestCacheDirectoriesOwned(t *testing.T) {
 			t.Errorf("Open with blobs another user's: %v, want a refusal naming it", err)
 		}
 	})
-}
-
-// fileNames lists dir's entries, space-separated.
-func fileNames(t *testing.T, dir string) string {
-	t.Helper()
-	var names []string
-	des, err := os.ReadDir(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, de := range des {
-		names = append(names, de.Name())
-	}
-	return strings.Join(names, " ")
 }
 
 // TestOpenAsChild is TestCacheDirectoriesOwned's child process: it opens

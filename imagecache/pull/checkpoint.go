@@ -116,7 +116,7 @@ const copyChunk = 64 << 20
 // lost part of it, a file put in its place). Once per resume; ctx cancels
 // it, and the old data and checkpoint stay for the next attempt.
 func (j *job) continuePart(ctx context.Context, off int64, state []byte) (*os.File, hash.Hash, error) {
-	old, size, err := openOldPart(j.req.Part)
+	old, size, err := openRegular(j.req.Part)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -192,26 +192,12 @@ func (j *job) continuePart(ctx context.Context, off int64, state []byte) (*os.Fi
 // wait for a writer (and the worker with it, past cancellation), a link to
 // /dev/zero or a sparse file would be read into memory without end.
 func readCheckpoint(path string) ([]byte, error) {
-	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NOFOLLOW|unix.O_NONBLOCK, 0)
-	for errors.Is(err, unix.EINTR) {
-		fd, err = unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NOFOLLOW|unix.O_NONBLOCK, 0)
-	}
-	if errors.Is(err, unix.ELOOP) || errors.Is(err, unix.ENXIO) {
-		err = errors.New("not a regular file (a link, or a socket)")
-	}
+	f, size, err := openRegular(path)
 	if err != nil {
-		return nil, &os.PathError{Op: "open", Path: path, Err: err}
+		return nil, err
 	}
-	f := os.NewFile(uintptr(fd), path)
 	defer f.Close()
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil {
-		return nil, &os.PathError{Op: "fstat", Path: path, Err: err}
-	}
-	if st.Mode&unix.S_IFMT != unix.S_IFREG {
-		return nil, &os.PathError{Op: "open", Path: path, Err: errors.New("not a regular file")}
-	}
-	if st.Size > maxCheckpoint {
+	if size > maxCheckpoint {
 		return nil, errors.New("checkpoint too large")
 	}
 	return io.ReadAll(io.LimitReader(f, maxCheckpoint+1))

@@ -192,10 +192,11 @@ func createPart(path string) (*os.File, error) {
 	return os.NewFile(uintptr(fd), path), nil
 }
 
-// openOldPart opens the ingest file an earlier attempt left at path, to
-// read it only: a regular file at the path itself, opened without waiting
-// (a FIFO there would wait for a writer).
-func openOldPart(path string) (*os.File, int64, error) {
+// openRegular opens a file an earlier attempt left at path (an ingest
+// file, a checkpoint) to read it only: a regular file at the path itself,
+// opened without waiting (a FIFO there would wait for a writer), with its
+// size.
+func openRegular(path string) (*os.File, int64, error) {
 	const flags = unix.O_RDONLY | unix.O_CLOEXEC | unix.O_NOFOLLOW | unix.O_NONBLOCK
 	fd, err := unix.Open(path, flags, 0)
 	for errors.Is(err, unix.EINTR) {
