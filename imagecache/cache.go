@@ -80,6 +80,10 @@ type entry struct {
 	verifyAfter time.Time
 	verifyWait  time.Duration
 
+	// sizeUnvouched: size is only what the file found at Open claims (no
+	// index entry recorded it), so verifying it must not trust it (load.go).
+	sizeUnvouched bool
+
 	progress pull.Progress // bytes pulled (or hashed, while verifying), written by its worker
 }
 

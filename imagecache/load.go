@@ -41,8 +41,8 @@ func (c *Cache) load() error {
 		delete(blobs, e.digest)
 		c.placeLocked(e, im, blob, onDisk)
 	}
-	for d, blob := range blobs {
-		c.adoptLocked(d, blob.Size)
+	for d := range blobs {
+		c.adoptLocked(d)
 	}
 	return c.scrubIngestLocked()
 }
@@ -58,6 +58,11 @@ func (c *Cache) placeLocked(e *entry, im indexImage, blob stamp, onDisk bool) {
 		c.removeBlob(e.digest)
 	case onDisk:
 		e.state, e.size, e.stamp = StateReady, blob.Size, blob
+		// The index vouches for the blob's size when it recorded the image
+		// ready with that size (checked above) or asked for that size. Else
+		// (a crash between a pull's commit and the index write, with no size
+		// asked) the size is the file's own claim, which the verifier bounds.
+		e.sizeUnvouched = im.State != idxReady && im.WantSize != blob.Size
 		if im.State != idxReady || im.Verified == nil || *im.Verified != blob {
 			e.state, e.stamp = StateVerifying, stamp{}
 			c.log.Info("imagecache: blob to verify again before it is served", "sha256", im.SHA256,
@@ -76,18 +81,19 @@ func (c *Cache) placeLocked(e *entry, im indexImage, blob stamp, onDisk bool) {
 }
 
 // adoptLocked takes in a blob the index does not list (the index was lost),
-// released, after checking its digest.
-func (c *Cache) adoptLocked(d [32]byte, size int64) {
-	st, ok, err := fileHasDigest(context.Background(), c.blobPath(d), d, size, nil)
+// released, after checking its digest. Nothing vouches for its size, so a
+// file that claims more than its file system holds is deleted unread.
+func (c *Cache) adoptLocked(d [32]byte) {
+	st, ok, err := fileHasDigest(context.Background(), c.blobPath(d), d, -1, nil)
 	if err != nil || !ok {
 		c.log.Warn("imagecache: deleting unlisted blob that does not verify", "sha256", hexOf(d), "err", err)
 		c.removeBlob(d)
 		return
 	}
 	e := c.newEntry(Want{SHA256: d})
-	e.state, e.size, e.stamp, e.lastUsed = StateReady, size, st, c.cfg.Now()
+	e.state, e.size, e.stamp, e.lastUsed = StateReady, st.Size, st, c.cfg.Now()
 	c.entries[d] = e
-	c.log.Info("imagecache: adopted unlisted blob", "sha256", hexOf(d), "size", size)
+	c.log.Info("imagecache: adopted unlisted blob", "sha256", hexOf(d), "size", st.Size)
 }
 
 // scanBlobs lists the blobs by digest with their files' stamps; anything

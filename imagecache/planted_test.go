@@ -269,6 +269,77 @@ func TestAdoptSparseBlob(t *testing.T) {
 	}
 }
 
+// On a compressing file system (btrfs compress=, ZFS lz4) a mostly-zero
+// image can be larger than the file system it is on. When the index
+// recorded its size (ready, or asked for by the pull), verifying it again
+// (the file's stamp changed) hashes it and keeps it; before, the bound
+// for files nothing vouches for deleted it, to be pulled again at every
+// re-verification. A blob whose size no index entry recorded (a crash
+// between a pull's commit and the index write, size not asked) keeps the
+// bound. A sparse file on a small tmpfs stands in for the compressed one.
+func TestVerifyImageLargerThanDisk(t *testing.T) {
+	const size = 2 << 20 // on a 1 MiB file system
+	zeros := make([]byte, size)
+	d := digestOf(zeros)
+	tests := []struct {
+		name string
+		im   indexImage
+		kept bool
+	}{
+		{"recorded ready", indexImage{State: idxReady, Size: size}, true},
+		{"size asked, crash before the index said ready", indexImage{State: idxWanted, WantSize: size}, true},
+		{"size neither recorded nor asked", indexImage{State: idxWanted}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := testConfig(t)
+			cfg.Dir = filepath.Join(smallDisk(t, "1m"), "cache")
+			c := openCache(t, cfg)
+			c.Close()
+			path := c.blobPath(d)
+			f, err := os.Create(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			f.Close()
+			if err := os.Truncate(path, size); err != nil {
+				t.Fatal(err)
+			}
+			if fs, err := diskSize(c.blobDir); err != nil || fs >= size {
+				t.Fatalf("file system of %d bytes (%v), want under %d", fs, err, size)
+			}
+			im := tt.im
+			im.SHA256 = hexOf(d)
+			data, err := json.Marshal(indexFile{Version: indexVersion, Images: []indexImage{im}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(c.indexPath(), data, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			cfg.Metrics = nil
+			c2 := openCache(t, cfg)
+			if got := c2.Images(); len(got) != 1 || got[0].State != StateVerifying {
+				t.Fatalf("after Open: %+v, want the image verifying", got)
+			}
+			runCache(t, c2)
+			waitFor(t, func() bool {
+				got := c2.Images()
+				return len(got) == 0 || got[0].State != StateVerifying
+			})
+			got := c2.Images()
+			switch {
+			case tt.kept && (len(got) != 1 || got[0].State != StateReady):
+				t.Errorf("images %+v, want the image ready", got)
+			case tt.kept && !fileExists(path):
+				t.Error("the blob was deleted")
+			case !tt.kept && (len(got) != 0 || fileExists(path)):
+				t.Errorf("images %+v, blob there: %v; want it refused unread and deleted", got, fileExists(path))
+			}
+		})
+	}
+}
+
 // A process out of descriptors (a flood of connections) says nothing about
 // a blob: the response gets an error, the blob stays ready and is not sent
 // back to be hashed. Every other failure to open a blob does send it back,

@@ -59,9 +59,14 @@ const hashChunk = 4 << 20
 // returns the stamp of the file it hashed; a file that is written to or
 // replaced while it is hashed is an error, so that the stamp a caller
 // records is that of the bytes hashed. Nothing put at the path makes it
-// read for ever: only a regular file is read (openBlob), of size bytes
-// when size is not -1, and never one larger than its file system (a
-// sparse file can claim terabytes).
+// read for ever: only a regular file is read (openBlob), and only of size
+// bytes, a size the cache recorded. When nothing vouches for the file's
+// size (size -1: a blob no index lists), a file that claims more than its
+// file system holds is refused unread (a sparse file can claim
+// terabytes). That bound is not applied to a recorded size: on a
+// compressing file system (btrfs compress=, ZFS lz4) a mostly-zero image
+// can be larger than the file system, and must not be deleted and pulled
+// again each time it is verified.
 func fileHasDigest(ctx context.Context, path string, d [32]byte, size int64, done *pull.Progress) (stamp, bool, error) {
 	f, before, err := openBlob(path)
 	if err != nil {
@@ -71,7 +76,7 @@ func fileHasDigest(ctx context.Context, path string, d [32]byte, size int64, don
 	if size >= 0 && before.Size != size {
 		return stamp{}, false, fmt.Errorf("the file has %d bytes, the image %d", before.Size, size)
 	}
-	if fs, err := diskSize(filepath.Dir(path)); err == nil && before.Size > fs {
+	if fs, err := diskSize(filepath.Dir(path)); size < 0 && err == nil && before.Size > fs {
 		return stamp{}, false, fmt.Errorf("the file claims %d bytes, more than its file system holds (%d): not a blob the cache wrote", before.Size, fs)
 	}
 	h, buf := sha256.New(), make([]byte, 1<<20)
@@ -139,8 +144,9 @@ func (c *Cache) verifyAll(ctx context.Context) {
 }
 
 // nextToVerify is the entry to verify next and the size its blob must
-// have; nil when there is none, with the time until one waiting to be
-// tried again is due (0: none waits).
+// have (-1: nothing vouches for it, see fileHasDigest); nil when there is
+// none, with the time until one waiting to be tried again is due (0: none
+// waits).
 func (c *Cache) nextToVerify() (*entry, int64, time.Duration) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -165,6 +171,9 @@ func (c *Cache) nextToVerify() (*entry, int64, time.Duration) {
 		return nil, 0, wait
 	}
 	pick.progress.Done.Store(0)
+	if pick.sizeUnvouched {
+		return pick, -1, 0
+	}
 	return pick, pick.size, 0
 }
 
@@ -203,7 +212,7 @@ func (c *Cache) verified(e *entry, st stamp, ok bool, err error) {
 	e.verifyAfter, e.verifyWait = time.Time{}, 0
 	switch {
 	case err == nil && ok && st.Size == e.size:
-		e.state, e.stamp = StateReady, st
+		e.state, e.stamp, e.sizeUnvouched = StateReady, st, false
 		c.log.Info("imagecache: blob verified again", "sha256", hexOf(e.digest), "size", e.size)
 	default:
 		if err == nil {
