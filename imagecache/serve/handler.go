@@ -42,7 +42,7 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) (int, int64) 
 	b, ok, err := s.store.Acquire(d)
 	switch {
 	case err != nil:
-		log.Error("imagecache: open blob", "err", err)
+		s.logFailure(r.Context(), log, "open", d, "imagecache: open blob", "err", err)
 		return reply(w, http.StatusInternalServerError, "cannot open the image")
 	case !ok && s.store.Pending(d):
 		w.Header().Set("Retry-After", s.retryAfter)
@@ -52,16 +52,16 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) (int, int64) 
 	}
 	defer b.Release()
 	defer b.File.Close()
+	if fi, err := b.File.Stat(); err != nil || fi.Size() != b.Size {
+		s.logFailure(r.Context(), log, "size", d, "imagecache: blob size differs from the verified size", "want", b.Size)
+		return reply(w, http.StatusInternalServerError, "image unavailable")
+	}
 	return sendBlob(w, r, b, hex.EncodeToString(d[:]), log)
 }
 
-// sendBlob answers for an open blob under httpfile's policy, after a check
-// that the file still has its verified size.
+// sendBlob answers for an open blob, checked to have its verified size,
+// under httpfile's policy.
 func sendBlob(w http.ResponseWriter, r *http.Request, b Blob, hexd string, log *slog.Logger) (int, int64) {
-	if fi, err := b.File.Stat(); err != nil || fi.Size() != b.Size {
-		log.Error("imagecache: blob size differs from the verified size", "sha256", hexd, "want", b.Size)
-		return reply(w, http.StatusInternalServerError, "image unavailable")
-	}
 	hd := w.Header()
 	hd.Set("Cache-Control", "public, max-age=31536000, immutable")
 	hd.Set("X-Content-Type-Options", "nosniff")

@@ -1,11 +1,15 @@
 package serve
 
 import (
+	"context"
+	"encoding/hex"
 	"log/slog"
 	"strconv"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/siteboot/siteboot/internal/ratelimit"
 )
 
 // Config configures a Server. Every field is required.
@@ -26,12 +30,41 @@ type Server struct {
 	retryAfter string
 	log        *slog.Logger
 	m          *Metrics
+
+	// failures limits the Error lines of responses that fail on the
+	// server's side (a blob that cannot be opened), per kind and image:
+	// a flood of connections running the process out of descriptors gets
+	// 500s, and a few lines saying so with a count, not a line each.
+	failures *ratelimit.Keyed[failureKey]
+	now      func() time.Time
 }
+
+type failureKey struct {
+	kind   string
+	digest [32]byte
+}
+
+// failureBurst lines per kind and image, then one per failureEvery.
+const (
+	failureBurst = 3
+	failureEvery = 10 * time.Second
+)
 
 // New returns a Server for cfg. It binds nothing.
 func New(cfg Config) *Server {
 	secs := int(max(cfg.RetryAfter.Seconds(), 1))
-	return &Server{store: cfg.Store, retryAfter: strconv.Itoa(secs), log: cfg.Logger, m: cfg.Metrics}
+	return &Server{store: cfg.Store, retryAfter: strconv.Itoa(secs), log: cfg.Logger, m: cfg.Metrics,
+		failures: ratelimit.NewKeyed[failureKey](failureBurst, failureEvery, 64), now: time.Now}
+}
+
+// logFailure writes an Error line for a response that failed on the
+// server's side, rate-limited (failures); past the limit at Debug.
+func (s *Server) logFailure(ctx context.Context, log *slog.Logger, kind string, d [32]byte, msg string, args ...any) {
+	level, held := s.failures.Level(failureKey{kind, d}, s.now(), slog.LevelError)
+	if !log.Enabled(ctx, level) {
+		return
+	}
+	log.Log(ctx, level, msg, append(args, "sha256", hex.EncodeToString(d[:]), held)...)
 }
 
 // Metrics are the serving counters, siteboot_cache_… for history's sake:

@@ -1,0 +1,84 @@
+package serve
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// failingStore has every image ready and none of their files openable, as
+// when a flood of connections has used up the process's descriptors.
+type failingStore struct{}
+
+func (failingStore) Acquire([32]byte) (Blob, bool, error) {
+	return Blob{}, false, fmt.Errorf("open blob: %w", syscall.EMFILE)
+}
+func (failingStore) AcquireShared([32]byte) (Blob, bool, error) {
+	return Blob{}, false, errors.New("unused")
+}
+func (failingStore) Pending([32]byte) bool { return false }
+
+// syncBuffer is a log sink the handler's goroutines may share.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) lines() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return strings.Split(strings.TrimSpace(s.b.String()), "\n")
+}
+
+// A blob that cannot be opened gets every request a 500, and the log a
+// few Error lines and then one per interval saying how many it stands
+// for, not a line per request (a connection flood wrote one per request).
+func TestOpenFailuresLogRateLimited(t *testing.T) {
+	var logs syncBuffer
+	s := New(Config{Store: failingStore{}, RetryAfter: time.Second,
+		Logger: slog.New(slog.NewTextHandler(&logs, nil)), Metrics: NewMetrics()})
+	now := time.Unix(1_700_000_000, 0)
+	s.now = func() time.Time { return now }
+	path := PathPrefix + strings.Repeat("ab", 32)
+	get := func() {
+		t.Helper()
+		rec := httptest.NewRecorder()
+		s.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
+		if rec.Code != http.StatusInternalServerError {
+			t.Fatalf("status %d, want 500", rec.Code)
+		}
+	}
+	for range 1000 {
+		get()
+	}
+	got := logs.lines()
+	if len(got) != failureBurst {
+		t.Fatalf("%d log lines for 1,000 failed requests, want %d:\n%s", len(got), failureBurst, strings.Join(got, "\n"))
+	}
+	for _, l := range got {
+		if !strings.Contains(l, "level=ERROR") || !strings.Contains(l, "too many open files") || !strings.Contains(l, "sha256="+strings.Repeat("ab", 32)) {
+			t.Errorf("line %q: want an Error naming the cause and the image", l)
+		}
+	}
+	now = now.Add(failureEvery)
+	get()
+	got = logs.lines()
+	want := "suppressed=" + "997"
+	if len(got) != failureBurst+1 || !strings.Contains(got[len(got)-1], want) {
+		t.Fatalf("after %v: lines %q, want one more with %s", failureEvery, got, want)
+	}
+}
