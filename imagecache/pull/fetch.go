@@ -17,6 +17,14 @@ func (j *job) attempt(ctx context.Context) error {
 	if j.req.Compression != "" {
 		return j.attemptDecompress(ctx)
 	}
+	if j.off > 0 && j.off == j.total {
+		// Resumed from a checkpoint of the whole image (a stop between the
+		// last write and the seal): nothing is left to ask for, and a range
+		// from the end would get 416 and start the pull over. The digest
+		// decides, as for any pull.
+		j.log.Info("imagecache: the checkpoint covers the whole image, no request")
+		return nil
+	}
 	resp, body, done, err := j.get(ctx)
 	if err != nil {
 		return err

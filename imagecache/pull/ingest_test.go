@@ -5,8 +5,12 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -15,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sys/unix"
 )
 
@@ -331,3 +336,71 @@ func TestResumeChecksTheImageSize(t *testing.T) {
 		t.Errorf("after the resume: offset %d, files %s", j.off, fileNames(t, dir))
 	}
 }
+
+// A checkpoint of the whole image (a stop between the last write and the
+// seal) completes the pull without a request: before, the range from the
+// image's end got 416 and the image was downloaded again. Bytes that do
+// not give the digest still start the pull over from the origin.
+func TestResumeAtTheEnd(t *testing.T) {
+	data := testData()
+	for _, tt := range []struct {
+		name     string
+		image    []byte // what the origin serves and the digest is of
+		requests int
+	}{
+		{"the image", data, 0},
+		{"another image", append([]byte("X"), data[1:]...), 1},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var mu sync.Mutex
+			var ranges []string
+			origin := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				mu.Lock()
+				ranges = append(ranges, r.Header.Get("Range"))
+				mu.Unlock()
+				w.Header().Set("ETag", `"v1"`)
+				http.ServeContent(w, r, "", time.Time{}, bytes.NewReader(tt.image))
+			}))
+			defer origin.Close()
+			dir := t.TempDir()
+			part, ckpt := filepath.Join(dir, "x.part"), filepath.Join(dir, "x.ckpt")
+			if err := os.WriteFile(part, data, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			d := sha256.Sum256(tt.image)
+			ck := validCheckpoint(t, data, len(data))
+			ck.URL, ck.SHA256 = origin.URL+"/x", hex.EncodeToString(d[:])
+			raw, err := json.Marshal(ck)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(ckpt, raw, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			p := New(Config{Client: origin.Client(), Retries: 1, Backoff: func(int) time.Duration { return 0 },
+				Sleep: func(context.Context, time.Duration) error { return nil }, StallTimeout: 10 * time.Second,
+				CheckpointBytes: 1 << 20, Logger: slog.New(slog.DiscardHandler),
+				Bytes: prometheus.NewCounter(prometheus.CounterOpts{Name: "bytes"})})
+			req := Request{URL: ck.URL, SHA256: d, Part: part, Checkpoint: ckpt,
+				Progress: &Progress{}, Space: roomy{}, ResumeReserve: 1}
+			if _, err := p.Pull(context.Background(), req); err != nil {
+				t.Fatalf("Pull: %v", err)
+			}
+			got, err := os.ReadFile(part)
+			if err != nil || !bytes.Equal(got, tt.image) {
+				t.Errorf("the ingest file is not the image (%v)", err)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if len(ranges) != tt.requests || tt.requests > 0 && ranges[0] != "" {
+				t.Errorf("origin asked for ranges %q, want %d request(s) of the whole image", ranges, tt.requests)
+			}
+		})
+	}
+}
+
+// roomy is a cache with room for anything.
+type roomy struct{}
+
+func (roomy) Admit(total, off int64) error { return nil }
+func (roomy) Check(size int64) error       { return nil }
