@@ -108,7 +108,9 @@ const copyChunk = 64 << 20
 // them, and the SHA-256 state of those bytes. The old file is only read:
 // writing on into it would write into whatever file someone linked at its
 // path (createPart says why). The copy is made in the kernel
-// (copy_file_range) and needs the bytes plus the request's reserve free
+// (copy_file_range, which on XFS and btrfs clones the extents instead of
+// writing them: a loop-mounted XFS showed no space used by a 300 MiB
+// copy) and needs the bytes plus the request's reserve free either way
 // (else the pull starts over, deleting the old data first). The bytes are
 // then hashed as they are in the new file, the only one that counts, and
 // must give state, the checkpoint's hash state: the final digest covers
