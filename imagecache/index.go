@@ -47,6 +47,10 @@ type indexImage struct {
 	Reason       string    `json:"reason,omitempty"`
 	Listed       bool      `json:"listed,omitempty"`
 	Added        bool      `json:"added,omitempty"`
+
+	// SizeUnvouched: the blob's size is only the file's own claim
+	// (entry.sizeUnvouched), kept until it is verified, across restarts.
+	SizeUnvouched bool `json:"size_unvouched,omitempty"`
 }
 
 // persist writes the index from the current entries.
@@ -96,6 +100,7 @@ func toIndex(e *entry) indexImage {
 		im.Verified = &st
 	case StateVerifying:
 		im.State = idxReady // no stamp: verified again at the next Open
+		im.SizeUnvouched = e.sizeUnvouched
 	case StateEvicting:
 		im.State = idxEvicting
 	case StateFailed:

@@ -61,8 +61,10 @@ func (c *Cache) placeLocked(e *entry, im indexImage, blob stamp, onDisk bool) {
 		// The index vouches for the blob's size when it recorded the image
 		// ready with that size (checked above) or asked for that size. Else
 		// (a crash between a pull's commit and the index write, with no size
-		// asked) the size is the file's own claim, which the verifier bounds.
-		e.sizeUnvouched = im.State != idxReady && im.WantSize != blob.Size
+		// asked) the size is the file's own claim, which the verifier bounds,
+		// and stays so in the index until it is verified (a restart
+		// before that must not make it a recorded size).
+		e.sizeUnvouched = im.SizeUnvouched || im.State != idxReady && im.WantSize != blob.Size
 		if im.State != idxReady || im.Verified == nil || *im.Verified != blob {
 			e.state, e.stamp = StateVerifying, stamp{}
 			c.log.Info("imagecache: blob to verify again before it is served", "sha256", im.SHA256,

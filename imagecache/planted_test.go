@@ -276,48 +276,50 @@ func TestAdoptSparseBlob(t *testing.T) {
 // for files nothing vouches for deleted it, to be pulled again at every
 // re-verification. A blob whose size no index entry recorded (a crash
 // between a pull's commit and the index write, size not asked) keeps the
-// bound. A sparse file on a small tmpfs stands in for the compressed one.
+// bound, across a restart before it is verified too (the index must not
+// turn the file's claim into a recorded size). A recorded size over the
+// cache's capacity is not hashed: no pull would take such an image in,
+// and a sparse file of terabytes would keep the verifier for hours. A
+// sparse file on a small tmpfs stands in for the compressed one.
 func TestVerifyImageLargerThanDisk(t *testing.T) {
 	const size = 2 << 20 // on a 1 MiB file system
-	zeros := make([]byte, size)
-	d := digestOf(zeros)
+	d := digestOf(make([]byte, size))
 	tests := []struct {
-		name string
-		im   indexImage
-		kept bool
+		name     string
+		im       indexImage
+		size     int64
+		capacity int64
+		restart  bool // Open and Close once before the run that verifies
+		kept     bool
 	}{
-		{"recorded ready", indexImage{State: idxReady, Size: size}, true},
-		{"size asked, crash before the index said ready", indexImage{State: idxWanted, WantSize: size}, true},
-		{"size neither recorded nor asked", indexImage{State: idxWanted}, false},
+		{"recorded ready", indexImage{State: idxReady, Size: size}, size, 0, false, true},
+		{"recorded ready, a restart first", indexImage{State: idxReady, Size: size}, size, 0, true, true},
+		{"size asked, crash before the index said ready", indexImage{State: idxWanted, WantSize: size}, size, 0, false, true},
+		{"size neither recorded nor asked", indexImage{State: idxWanted}, size, 0, false, false},
+		{"size neither recorded nor asked, a restart first", indexImage{State: idxWanted}, size, 0, true, false},
+		{"recorded 8 TiB, over the capacity", indexImage{State: idxReady, Size: 8 << 40}, 8 << 40, 1 << 30, false, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			cfg := testConfig(t)
-			cfg.Dir = filepath.Join(smallDisk(t, "1m"), "cache")
+			cfg.Dir, cfg.Capacity = filepath.Join(smallDisk(t, "1m"), "cache"), tt.capacity
 			c := openCache(t, cfg)
 			c.Close()
 			path := c.blobPath(d)
-			f, err := os.Create(path)
-			if err != nil {
-				t.Fatal(err)
-			}
-			f.Close()
-			if err := os.Truncate(path, size); err != nil {
-				t.Fatal(err)
-			}
+			sparseFile(t, path, tt.size)
 			if fs, err := diskSize(c.blobDir); err != nil || fs >= size {
 				t.Fatalf("file system of %d bytes (%v), want under %d", fs, err, size)
 			}
 			im := tt.im
 			im.SHA256 = hexOf(d)
-			data, err := json.Marshal(indexFile{Version: indexVersion, Images: []indexImage{im}})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := os.WriteFile(c.indexPath(), data, 0o600); err != nil {
-				t.Fatal(err)
-			}
+			writeIndex(t, c, im)
 			cfg.Metrics = nil
+			if tt.restart {
+				c1 := openCache(t, cfg) // stopped before the verifier got to it
+				if err := c1.Close(); err != nil {
+					t.Fatal(err)
+				}
+			}
 			c2 := openCache(t, cfg)
 			if got := c2.Images(); len(got) != 1 || got[0].State != StateVerifying {
 				t.Fatalf("after Open: %+v, want the image verifying", got)
@@ -337,6 +339,77 @@ func TestVerifyImageLargerThanDisk(t *testing.T) {
 				t.Errorf("images %+v, blob there: %v; want it refused unread and deleted", got, fileExists(path))
 			}
 		})
+	}
+}
+
+// An image whose unvouched blob failed verification and was pulled again
+// has the size its pull recorded: verified again later (its file
+// changed), it is read at that size, not bounded as a file nothing vouches
+// for (on a compressing file system it would be deleted and pulled again
+// each time).
+func TestRepulledImageSizeVouched(t *testing.T) {
+	const size = 2 << 20
+	data := make([]byte, size) // a mostly-zero image
+	d := digestOf(data)
+	cfg := testConfig(t)
+	disk := smallDisk(t, "4m")
+	cfg.Dir = filepath.Join(disk, "cache")
+	o := newOrigin(t, func(w http.ResponseWriter, r *http.Request, n int) { serveBytes(w, r, data, `"v1"`) })
+	c := openCache(t, cfg)
+	c.Close()
+	// A crash between a pull's commit and the index write (no size asked),
+	// and the blob then damaged: it fails verification and is pulled again.
+	if err := os.WriteFile(c.blobPath(d), []byte("damaged"), 0o444); err != nil {
+		t.Fatal(err)
+	}
+	writeIndex(t, c, indexImage{SHA256: hexOf(d), URL: o.url("img"), State: idxWanted, Added: true})
+	cfg.Metrics = nil
+	c2 := openCache(t, cfg)
+	stop := runCache(t, c2)
+	waitFor(t, func() bool { got := c2.Images(); return len(got) == 1 && got[0].State == StateReady })
+	stop()
+	// The file system now compresses (stand-in: the blob made sparse, the
+	// tmpfs shrunk under the image), and the blob's stamp changed: the
+	// next request sends it back to be verified.
+	sparseFile(t, c2.blobPath(d), size)
+	if err := unix.Mount("tmpfs", disk, "tmpfs", unix.MS_REMOUNT|unix.MS_NOSUID|unix.MS_NODEV, "size=1m"); err != nil {
+		t.Fatalf("remount the tmpfs smaller: %v", err)
+	}
+	if _, ok, err := (blobs{c2}).Acquire(d); ok || err != nil {
+		t.Fatalf("Acquire of a changed blob: ok %v, err %v; want neither (verify it again)", ok, err)
+	}
+	runCache(t, c2)
+	waitFor(t, func() bool { got := c2.Images(); return len(got) == 1 && got[0].State != StateVerifying })
+	if got := c2.Images(); got[0].State != StateReady || len(o.requests()) != 1 {
+		t.Errorf("image %v after %d pulls, want ready after the one pull", got[0].State, len(o.requests()))
+	}
+}
+
+// sparseFile makes path a file of size bytes with nothing written.
+func sparseFile(t *testing.T, path string, size int64) {
+	t.Helper()
+	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		t.Fatal(err)
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	if err := os.Truncate(path, size); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// writeIndex replaces the cache's index with one entry.
+func writeIndex(t *testing.T, c *Cache, im indexImage) {
+	t.Helper()
+	data, err := json.Marshal(indexFile{Version: indexVersion, Images: []indexImage{im}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(c.indexPath(), data, 0o600); err != nil {
+		t.Fatal(err)
 	}
 }
 

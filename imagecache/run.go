@@ -15,8 +15,9 @@ import (
 
 // Run pulls the queued images with Config.Concurrency workers, verifies
 // again the blobs Open (or a request, while it runs) found changed, requeues failed images after
-// Config.RetryFailed and persists last-used times every
-// Config.FlushInterval, until ctx ends. A pull interrupted by ctx keeps its
+// Config.RetryFailed and persists last-used times (and writes the counts
+// of rate-limited failure lines) every Config.FlushInterval, until ctx
+// ends. A pull interrupted by ctx keeps its
 // checkpoint and resumes at the next Run. Call it once.
 func (c *Cache) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
@@ -33,9 +34,11 @@ func (c *Cache) Run(ctx context.Context) error {
 			done = true
 		case <-t.C:
 			c.tick()
+			c.srv.FlushLogs(false)
 		}
 	}
 	wg.Wait()
+	c.srv.FlushLogs(true)
 	return c.persist()
 }
 

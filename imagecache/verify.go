@@ -131,6 +131,11 @@ func (c *Cache) verifyAll(ctx context.Context) {
 			t.Stop()
 			continue
 		}
+		if c.cfg.Capacity > 0 && size > c.cfg.Capacity {
+			// No pull would take it in; hashing it could take hours.
+			c.verified(e, stamp{}, false, fmt.Errorf("the image's %d bytes exceed the cache's capacity (%d)", size, c.cfg.Capacity))
+			continue
+		}
 		st, ok, err := fileHasDigest(ctx, c.blobPath(e.digest), e.digest, size, &e.progress)
 		if ctx.Err() != nil {
 			return // still verifying: the next Run starts it again
@@ -220,7 +225,7 @@ func (c *Cache) verified(e *entry, st stamp, ok bool, err error) {
 		}
 		c.log.Warn("imagecache: blob failed verification, deleting it", "sha256", hexOf(e.digest), "err", err)
 		c.removeBlob(e.digest)
-		e.size, e.reason = 0, fmt.Sprintf("blob on disk failed verification: %v", err)
+		e.size, e.sizeUnvouched, e.reason = 0, false, fmt.Sprintf("blob on disk failed verification: %v", err)
 		if e.wanted() && e.want.Validate() == nil {
 			c.queueLocked(e)
 		} else {

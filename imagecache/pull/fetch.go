@@ -23,7 +23,7 @@ func (j *job) attempt(ctx context.Context) error {
 		// from the end would get 416 and start the pull over. The digest
 		// decides, as for any pull.
 		j.log.Info("imagecache: the checkpoint covers the whole image, no request")
-		return nil
+		return j.admit() // the capacity and the reserve apply as to any pull
 	}
 	resp, body, done, err := j.get(ctx)
 	if err != nil {

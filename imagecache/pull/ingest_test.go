@@ -340,16 +340,21 @@ func TestResumeChecksTheImageSize(t *testing.T) {
 // A checkpoint of the whole image (a stop between the last write and the
 // seal) completes the pull without a request: before, the range from the
 // image's end got 416 and the image was downloaded again. Bytes that do
-// not give the digest still start the pull over from the origin.
+// not give the digest still start the pull over from the origin, and the
+// cache still has its say on the image's size (its capacity may have
+// been lowered since the checkpoint).
 func TestResumeAtTheEnd(t *testing.T) {
 	data := testData()
 	for _, tt := range []struct {
 		name     string
 		image    []byte // what the origin serves and the digest is of
+		space    Space
 		requests int
+		err      string
 	}{
-		{"the image", data, 0},
-		{"another image", append([]byte("X"), data[1:]...), 1},
+		{"the image", data, roomy{}, 0, ""},
+		{"another image", append([]byte("X"), data[1:]...), roomy{}, 1, ""},
+		{"no room for it", data, tooSmall{}, 0, "larger than the cache"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			var mu sync.Mutex
@@ -382,8 +387,14 @@ func TestResumeAtTheEnd(t *testing.T) {
 				CheckpointBytes: 1 << 20, Logger: slog.New(slog.DiscardHandler),
 				Bytes: prometheus.NewCounter(prometheus.CounterOpts{Name: "bytes"})})
 			req := Request{URL: ck.URL, SHA256: d, Part: part, Checkpoint: ckpt,
-				Progress: &Progress{}, Space: roomy{}, ResumeReserve: 1}
-			if _, err := p.Pull(context.Background(), req); err != nil {
+				Progress: &Progress{}, Space: tt.space, ResumeReserve: 1}
+			_, err = p.Pull(context.Background(), req)
+			switch {
+			case tt.err != "" && (err == nil || !strings.Contains(err.Error(), tt.err)):
+				t.Fatalf("Pull: %v, want an error containing %q", err, tt.err)
+			case tt.err != "":
+				return
+			case err != nil:
 				t.Fatalf("Pull: %v", err)
 			}
 			got, err := os.ReadFile(part)
@@ -404,3 +415,9 @@ type roomy struct{}
 
 func (roomy) Admit(total, off int64) error { return nil }
 func (roomy) Check(size int64) error       { return nil }
+
+// tooSmall is a cache with room for nothing.
+type tooSmall struct{}
+
+func (tooSmall) Admit(total, off int64) error { return errors.New("image is larger than the cache") }
+func (tooSmall) Check(size int64) error       { return errors.New("image is larger than the cache") }

@@ -81,4 +81,19 @@ func TestOpenFailuresLogRateLimited(t *testing.T) {
 	if len(got) != failureBurst+1 || !strings.Contains(got[len(got)-1], want) {
 		t.Fatalf("after %v: lines %q, want one more with %s", failureEvery, got, want)
 	}
+
+	// The tail of a flood: its count is written when the limit allows a
+	// line again, or at shutdown, not lost when the failures stop.
+	for range 5 {
+		get()
+	}
+	s.FlushLogs(false)
+	if n := len(logs.lines()); n != failureBurst+1 {
+		t.Fatalf("FlushLogs within the interval wrote %d lines", n-failureBurst-1)
+	}
+	s.FlushLogs(true)
+	got = logs.lines()
+	if len(got) != failureBurst+2 || !strings.Contains(got[len(got)-1], "suppressed=5") || !strings.Contains(got[len(got)-1], "kind=open") {
+		t.Fatalf("at shutdown: lines %q, want one more with kind=open and suppressed=5", got)
+	}
 }

@@ -57,6 +57,17 @@ func New(cfg Config) *Server {
 		failures: ratelimit.NewKeyed[failureKey](failureBurst, failureEvery, 64), now: time.Now}
 }
 
+// FlushLogs writes, for each image whose failure lines were held back
+// since its last one, a line with their count: once its limit allows a
+// line again, or all of them when final (at shutdown). Call it now and
+// then, so that the count of a flood's tail is not lost.
+func (s *Server) FlushLogs(final bool) {
+	for k, n := range s.failures.Drain(s.now(), final) {
+		s.log.Error("imagecache: failed response lines suppressed", "kind", k.kind,
+			"sha256", hex.EncodeToString(k.digest[:]), "suppressed", n)
+	}
+}
+
 // logFailure writes an Error line for a response that failed on the
 // server's side, rate-limited (failures); past the limit at Debug.
 func (s *Server) logFailure(ctx context.Context, log *slog.Logger, kind string, d [32]byte, msg string, args ...any) {
