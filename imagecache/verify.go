@@ -76,8 +76,10 @@ func fileHasDigest(ctx context.Context, path string, d [32]byte, size int64, don
 	if size >= 0 && before.Size != size {
 		return stamp{}, false, fmt.Errorf("the file has %d bytes, the image %d", before.Size, size)
 	}
-	if fs, err := diskSize(filepath.Dir(path)); size < 0 && err == nil && before.Size > fs {
-		return stamp{}, false, fmt.Errorf("the file claims %d bytes, more than its file system holds (%d): not a blob the cache wrote", before.Size, fs)
+	if size < 0 {
+		if fs, err := diskSize(filepath.Dir(path)); err == nil && before.Size > fs {
+			return stamp{}, false, fmt.Errorf("the file claims %d bytes, more than its file system holds (%d): not a blob the cache wrote", before.Size, fs)
+		}
 	}
 	h, buf := sha256.New(), make([]byte, 1<<20)
 	r := io.LimitReader(f, before.Size) // a file that grows is caught by its stamp below
