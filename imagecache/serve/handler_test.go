@@ -1,17 +1,17 @@
 package serve
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/siteboot/siteboot/internal/logbuf"
 )
 
 // failingStore has every image ready and none of their files openable, as
@@ -26,29 +26,11 @@ func (failingStore) AcquireShared([32]byte) (Blob, bool, error) {
 }
 func (failingStore) Pending([32]byte) bool { return false }
 
-// syncBuffer is a log sink the handler's goroutines may share.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) lines() []string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return strings.Split(strings.TrimSpace(s.b.String()), "\n")
-}
-
 // A blob that cannot be opened gets every request a 500, and the log a
 // few Error lines and then one per interval saying how many it stands
 // for, not a line per request (a connection flood wrote one per request).
 func TestOpenFailuresLogRateLimited(t *testing.T) {
-	var logs syncBuffer
+	var logs logbuf.Buffer
 	s := New(Config{Store: failingStore{}, RetryAfter: time.Second,
 		Logger: slog.New(slog.NewTextHandler(&logs, nil)), Metrics: NewMetrics()})
 	now := time.Unix(1_700_000_000, 0)
@@ -65,7 +47,7 @@ func TestOpenFailuresLogRateLimited(t *testing.T) {
 	for range 1000 {
 		get()
 	}
-	got := logs.lines()
+	got := logs.Lines()
 	if len(got) != failureBurst {
 		t.Fatalf("%d log lines for 1,000 failed requests, want %d:\n%s", len(got), failureBurst, strings.Join(got, "\n"))
 	}
@@ -76,7 +58,7 @@ func TestOpenFailuresLogRateLimited(t *testing.T) {
 	}
 	now = now.Add(failureEvery)
 	get()
-	got = logs.lines()
+	got = logs.Lines()
 	want := "suppressed=" + "997"
 	if len(got) != failureBurst+1 || !strings.Contains(got[len(got)-1], want) {
 		t.Fatalf("after %v: lines %q, want one more with %s", failureEvery, got, want)
@@ -88,11 +70,11 @@ func TestOpenFailuresLogRateLimited(t *testing.T) {
 		get()
 	}
 	s.FlushLogs(false)
-	if n := len(logs.lines()); n != failureBurst+1 {
+	if n := len(logs.Lines()); n != failureBurst+1 {
 		t.Fatalf("FlushLogs within the interval wrote %d lines", n-failureBurst-1)
 	}
 	s.FlushLogs(true)
-	got = logs.lines()
+	got = logs.Lines()
 	if len(got) != failureBurst+2 || !strings.Contains(got[len(got)-1], "suppressed=5") || !strings.Contains(got[len(got)-1], "kind=open") {
 		t.Fatalf("at shutdown: lines %q, want one more with kind=open and suppressed=5", got)
 	}
