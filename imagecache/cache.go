@@ -265,6 +265,7 @@ func (c *Cache) Close() error {
 		c.dropHeldLocked(e)
 	}
 	c.mu.Unlock()
+	c.srv.FlushLogs(true) // what responses after Run's last flush held back
 	err := c.persist()
 	if c.own != nil {
 		c.own.CloseIdleConnections()

@@ -342,6 +342,42 @@ func TestVerifyImageLargerThanDisk(t *testing.T) {
 	}
 }
 
+// An operator may lower the capacity below an image the site still
+// boots: it stays ready, and when it must be verified again (its file's
+// ctime moved: a chmod, a backup tool's hard link) it is hashed and kept,
+// not deleted unverified for being over the capacity (a pull of it would
+// then be refused, and the image fail).
+func TestCapacityLoweredKeepsWantedImage(t *testing.T) {
+	data := testBytes(7, 256<<10)
+	d := digestOf(data)
+	o := newOrigin(t, func(w http.ResponseWriter, r *http.Request, n int) { serveBytes(w, r, data, `"v1"`) })
+	cfg := testConfig(t)
+	c := openCache(t, cfg)
+	stop := runCache(t, c)
+	if err := c.Add(Want{URL: o.url("img"), SHA256: d}); err != nil {
+		t.Fatal(err)
+	}
+	waitReady(t, c, d)
+	stop()
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	cfg.Metrics, cfg.Capacity = nil, 128<<10
+	if err := os.Chmod(c.blobPath(d), 0o400); err != nil { // the ctime moves
+		t.Fatal(err)
+	}
+	c2 := openCache(t, cfg)
+	if got := c2.Images(); len(got) != 1 || got[0].State != StateVerifying {
+		t.Fatalf("after Open: %+v, want the image verifying", got)
+	}
+	runCache(t, c2)
+	waitFor(t, func() bool { got := c2.Images(); return len(got) == 1 && got[0].State != StateVerifying })
+	if got := c2.Images(); got[0].State != StateReady || !fileExists(c2.blobPath(d)) || len(o.requests()) != 1 {
+		t.Errorf("image %v (%s), blob there %v, %d pulls; want it ready, kept, pulled once",
+			got[0].State, got[0].Reason, fileExists(c2.blobPath(d)), len(o.requests()))
+	}
+}
+
 // An image whose unvouched blob failed verification and was pulled again
 // has the size its pull recorded: verified again later (its file
 // changed), it is read at that size, not bounded as a file nothing vouches

@@ -133,9 +133,7 @@ func (c *Cache) verifyAll(ctx context.Context) {
 			t.Stop()
 			continue
 		}
-		if c.cfg.Capacity > 0 && size > c.cfg.Capacity {
-			// No pull would take it in; hashing it could take hours.
-			c.verified(e, stamp{}, false, fmt.Errorf("the image's %d bytes exceed the cache's capacity (%d)", size, c.cfg.Capacity))
+		if c.evictOverCapacity(e) {
 			continue
 		}
 		st, ok, err := fileHasDigest(ctx, c.blobPath(e.digest), e.digest, size, &e.progress)
@@ -148,6 +146,27 @@ func (c *Cache) verifyAll(ctx context.Context) {
 		}
 		c.verified(e, st, ok, err)
 	}
+}
+
+// evictOverCapacity evicts e unhashed when it is released and larger than
+// the capacity on its own: eviction would take it anyway, and hashing a
+// blob that size (a sparse file next to an index entry recording
+// terabytes) could keep the verifier for hours. A wanted or pinned image
+// is always hashed: the operator may have lowered the capacity below an
+// image the site still boots, which stays served.
+func (c *Cache) evictOverCapacity(e *entry) bool {
+	c.mu.Lock()
+	if c.cfg.Capacity == 0 || e.size <= c.cfg.Capacity || c.entries[e.digest] != e ||
+		e.state != StateVerifying || e.wanted() || c.pinnedLocked(e.digest) {
+		c.mu.Unlock()
+		return false
+	}
+	c.log.Info("imagecache: released blob larger than the capacity, evicted without verifying it",
+		"sha256", hexOf(e.digest), "size", e.size, "capacity", c.cfg.Capacity)
+	c.evictLocked(e)
+	c.settleLocked() // unlocks
+	c.persistLogged()
+	return true
 }
 
 // nextToVerify is the entry to verify next and the size its blob must

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -77,5 +78,41 @@ func TestOpenFailuresLogRateLimited(t *testing.T) {
 	got = logs.Lines()
 	if len(got) != failureBurst+2 || !strings.Contains(got[len(got)-1], "suppressed=5") || !strings.Contains(got[len(got)-1], "kind=open") {
 		t.Fatalf("at shutdown: lines %q, want one more with kind=open and suppressed=5", got)
+	}
+}
+
+// However many images fail at once, the lines written and the counts of
+// those held back add up to the failed requests (a limiter per image lost
+// the counts of all but its first 64).
+func TestOpenFailuresCountedAcrossImages(t *testing.T) {
+	var logs logbuf.Buffer
+	s := New(Config{Store: failingStore{}, RetryAfter: time.Second,
+		Logger: slog.New(slog.NewTextHandler(&logs, nil)), Metrics: NewMetrics()})
+	const images, each = 70, 10
+	for i := range images {
+		path := PathPrefix + fmt.Sprintf("%064x", i+1)
+		for range each {
+			s.Handler().ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodGet, path, nil))
+		}
+	}
+	s.FlushLogs(true)
+	total := 0
+	for _, l := range logs.Lines() {
+		switch {
+		case strings.Contains(l, "msg=\"imagecache: open blob\""):
+			total++
+		case strings.Contains(l, "lines suppressed"):
+			i := strings.Index(l, "suppressed=")
+			n, err := strconv.Atoi(strings.Fields(l[i+len("suppressed="):])[0])
+			if err != nil {
+				t.Fatalf("line %q: %v", l, err)
+			}
+			total += n
+		default:
+			t.Errorf("unexpected line %q", l)
+		}
+	}
+	if total != images*each {
+		t.Errorf("lines and counts add up to %d, want %d:\n%s", total, images*each, logs.String())
 	}
 }

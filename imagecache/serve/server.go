@@ -32,19 +32,17 @@ type Server struct {
 	m          *Metrics
 
 	// failures limits the Error lines of responses that fail on the
-	// server's side (a blob that cannot be opened), per kind and image:
-	// a flood of connections running the process out of descriptors gets
-	// 500s, and a few lines saying so with a count, not a line each.
-	failures *ratelimit.Keyed[failureKey]
+	// server's side, per kind ("open": a blob that cannot be opened,
+	// "size": one whose size changed): a flood of connections running the
+	// process out of descriptors gets 500s, and a few lines saying so
+	// with a count, not a line each. Per kind, not per image: a shortage
+	// fails every image alike, and a few keys never overflow the limiter
+	// (whose overflow bucket's count no line would report).
+	failures *ratelimit.Keyed[string]
 	now      func() time.Time
 }
 
-type failureKey struct {
-	kind   string
-	digest [32]byte
-}
-
-// failureBurst lines per kind and image, then one per failureEvery.
+// failureBurst lines per kind, then one per failureEvery.
 const (
 	failureBurst = 3
 	failureEvery = 10 * time.Second
@@ -54,24 +52,23 @@ const (
 func New(cfg Config) *Server {
 	secs := int(max(cfg.RetryAfter.Seconds(), 1))
 	return &Server{store: cfg.Store, retryAfter: strconv.Itoa(secs), log: cfg.Logger, m: cfg.Metrics,
-		failures: ratelimit.NewKeyed[failureKey](failureBurst, failureEvery, 64), now: time.Now}
+		failures: ratelimit.NewKeyed[string](failureBurst, failureEvery, 8), now: time.Now}
 }
 
-// FlushLogs writes, for each image whose failure lines were held back
+// FlushLogs writes, for each kind of failure whose lines were held back
 // since its last one, a line with their count: once its limit allows a
 // line again, or all of them when final (at shutdown). Call it now and
 // then, so that the count of a flood's tail is not lost.
 func (s *Server) FlushLogs(final bool) {
-	for k, n := range s.failures.Drain(s.now(), final) {
-		s.log.Error("imagecache: failed response lines suppressed", "kind", k.kind,
-			"sha256", hex.EncodeToString(k.digest[:]), "suppressed", n)
+	for kind, n := range s.failures.Drain(s.now(), final) {
+		s.log.Error("imagecache: failed response lines suppressed", "kind", kind, "suppressed", n)
 	}
 }
 
 // logFailure writes an Error line for a response that failed on the
 // server's side, rate-limited (failures); past the limit at Debug.
 func (s *Server) logFailure(ctx context.Context, log *slog.Logger, kind string, d [32]byte, msg string, args ...any) {
-	level, held := s.failures.Level(failureKey{kind, d}, s.now(), slog.LevelError)
+	level, held := s.failures.Level(kind, s.now(), slog.LevelError)
 	if !log.Enabled(ctx, level) {
 		return
 	}
