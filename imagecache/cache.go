@@ -83,6 +83,7 @@ type entry struct {
 	// sizeUnvouched: size is only what the file found at Open claims (no
 	// index entry recorded it), so verifying it must not trust it (load.go).
 	sizeUnvouched bool
+	stopVerify    context.CancelFunc // cancels the verifier's hash of this blob; under mu
 
 	progress pull.Progress // bytes pulled (or hashed, while verifying), written by its worker
 }

@@ -69,6 +69,9 @@ func (c *Cache) evictLocked(e *entry) bool {
 		e.state = StateEvicting
 		return false
 	}
+	if e.stopVerify != nil {
+		e.stopVerify() // the blob goes: stop hashing it
+	}
 	c.log.Info("imagecache: evicted", "sha256", hexOf(e.digest), "size", e.size)
 	c.removeBlob(e.digest)
 	delete(c.entries, e.digest)

@@ -2,6 +2,7 @@ package imagecache
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding"
 	"encoding/json"
@@ -375,6 +376,54 @@ func TestCapacityLoweredKeepsWantedImage(t *testing.T) {
 	if got := c2.Images(); got[0].State != StateReady || !fileExists(c2.blobPath(d)) || len(o.requests()) != 1 {
 		t.Errorf("image %v (%s), blob there %v, %d pulls; want it ready, kept, pulled once",
 			got[0].State, got[0].Reason, fileExists(c2.blobPath(d)), len(o.requests()))
+	}
+}
+
+// A blob evicted while the verifier hashes it (Remove, a release that
+// settles the capacity) stops being hashed: before, the verifier read the
+// deleted file to its end, every other blob waiting behind it (a wanted
+// one answered 503 meanwhile) and the file's blocks held though eviction
+// counted them free. A sparse blob of 64 GiB makes the hash long.
+func TestEvictedWhileVerifyingStopsHashing(t *testing.T) {
+	const bigSize = 64 << 30
+	small := testBytes(91, 64<<10)
+	dBig, dSmall := digestOf([]byte("big")), digestOf(small)
+	cfg := testConfig(t)
+	c := openCache(t, cfg)
+	c.Close()
+	sparseFile(t, c.blobPath(dBig), bigSize)
+	if err := os.WriteFile(c.blobPath(dSmall), small, 0o444); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	data, err := json.Marshal(indexFile{Version: indexVersion, Images: []indexImage{ // the big one verified first
+		{SHA256: hexOf(dBig), State: idxReady, Size: bigSize, Added: true, LastUsed: now},
+		{SHA256: hexOf(dSmall), State: idxReady, Size: int64(len(small)), Added: true, LastUsed: now.Add(-time.Hour)},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(c.indexPath(), data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg.Metrics = nil
+	c2 := openCache(t, cfg)
+	runCache(t, c2)
+	waitFor(t, func() bool {
+		for _, in := range c2.Images() {
+			if in.SHA256 == dBig && in.Done > 0 {
+				return true
+			}
+		}
+		return false
+	})
+	if err := c2.Remove(dBig); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	if err := c2.Wait(ctx, dSmall); err != nil {
+		t.Fatalf("3 s after the big image was removed the small one is not ready: %v", err)
 	}
 }
 

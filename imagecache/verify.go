@@ -136,9 +136,21 @@ func (c *Cache) verifyAll(ctx context.Context) {
 		if c.evictOverCapacity(e) {
 			continue
 		}
-		st, ok, err := fileHasDigest(ctx, c.blobPath(e.digest), e.digest, size, &e.progress)
+		vctx, cancel := context.WithCancel(ctx)
+		c.mu.Lock()
+		e.stopVerify = cancel
+		c.mu.Unlock()
+		st, ok, err := fileHasDigest(vctx, c.blobPath(e.digest), e.digest, size, &e.progress)
+		c.mu.Lock()
+		e.stopVerify = nil
+		c.mu.Unlock()
+		stopped := vctx.Err() != nil
+		cancel()
 		if ctx.Err() != nil {
 			return // still verifying: the next Run starts it again
+		}
+		if stopped {
+			continue // evicted meanwhile; if wanted again since, it is picked again
 		}
 		if transient(err) {
 			c.verifyLater(e, err)
