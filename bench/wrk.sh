@@ -4,7 +4,7 @@
 # on the same namespaces.
 #
 #   sudo bench/wrk.sh [-s SIZE_MIB] [-d DURATION] [-r ROUNDS] [-c "8 64 256"]
-#                     [-R "1048576 4096"] [-t THREADS] [-N] [-A ALT_BIN] [-o OUTDIR]
+#                     [-R "1048576 4096"] [-t THREADS] [-N] [-A ALT_BIN [-F]] [-o OUTDIR]
 #
 # Makes a SIZE_MIB (1024) random image; siteboot pulls it from an origin
 # nginx and verifies it; an anchor nginx (sendfile on, tcp_nopush, one worker
@@ -14,7 +14,8 @@
 # ranges (bench/wrk/ranges.lua) from each target in turn: nginx; siteboot's
 # /cache/<sha256> (the fast path); with -N, siteboot with cache.fast_path
 # false (net/http); with -A, another siteboot build (target "alt", fast
-# path), for an A/B of two builds in one run. ALT_BIN is the path of one
+# path; with -F, net/http: an A/B of the net/http path), for an A/B of two
+# builds in one run. ALT_BIN is the path of one
 # executable file (a wrapper script must exec siteboot, so that its CPU is
 # counted); it pulls and serves its own copy of the image, with its own
 # CLI and the same config. The order of the targets rotates by one every
@@ -41,6 +42,7 @@ RANGES="1048576 4096"
 THREADS=2
 NETHTTP=0
 ALT_BIN=""
+ALT_FAST=true
 OUT=""
 ORIGIN_PORT=8081
 NGINX_PORT=8082
@@ -51,7 +53,7 @@ ALT_PORT=8084
 usage() { awk 'NR > 1 && !/^#/ {exit} NR > 1 {sub(/^# ?/, ""); print}' "$0"; }
 
 [ "${1:-}" = --help ] && { usage; exit 0; }
-while getopts "s:d:r:c:R:t:NA:o:h" opt; do
+while getopts "s:d:r:c:R:t:NA:Fo:h" opt; do
   case $opt in
     s) SIZE_MIB=$OPTARG ;;
     d) DURATION=$OPTARG ;;
@@ -61,6 +63,7 @@ while getopts "s:d:r:c:R:t:NA:o:h" opt; do
     t) THREADS=$OPTARG ;;
     N) NETHTTP=1 ;;
     A) ALT_BIN=$OPTARG ;;
+    F) ALT_FAST=false ;;
     o) OUT=$OPTARG ;;
     h) usage; exit 0 ;;
     *) usage >&2; exit 2 ;;
@@ -266,7 +269,7 @@ main() {
     pull nethttp
   fi
   if [ -n "$ALT_BIN" ]; then
-    start_siteboot alt "$ALT_PORT" true "$ALT_BIN"; alt=$BG_PID
+    start_siteboot alt "$ALT_PORT" "$ALT_FAST" "$ALT_BIN"; alt=$BG_PID
     pull alt "$ALT_BIN"
   fi
   start_nginx anchor "listen $SRV_IP:$NGINX_PORT; location /cache/ { alias $(dirname "$blob")/; }" "http://$SRV_IP:$NGINX_PORT/cache/$DIGEST"
