@@ -5,6 +5,8 @@ import (
 	"net/netip"
 
 	"github.com/insomniacslk/dhcp/dhcpv4"
+
+	"github.com/siteboot/siteboot/internal/ipv4host"
 )
 
 // maxHops is the largest hops count a relayed request may carry: RFC 1542
@@ -84,30 +86,11 @@ func checkRelayInfo(v []byte) bool {
 	return true
 }
 
-// hostAddr reports whether a may be sent a reply: an IPv4 unicast address
-// that is not unspecified, loopback, multicast or the limited broadcast,
-// and, when net is known and holds more than two addresses, neither its
-// network nor its directed-broadcast address.
+// hostAddr reports whether a may be sent a reply: an IPv4 host address
+// (ipv4host.Is: not unspecified, multicast, the limited broadcast, nor
+// net's network or directed broadcast) that is not loopback.
 func hostAddr(a netip.Addr, net netip.Prefix) bool {
-	if !a.Is4() || a.IsUnspecified() || a.IsLoopback() || a.IsMulticast() || a == limitedBroadcast {
-		return false
-	}
-	if !net.IsValid() || net.Bits() > 30 || !net.Contains(a) {
-		return true
-	}
-	first := net.Masked().Addr()
-	return a != first && a != lastAddr(net)
-}
-
-var limitedBroadcast = netip.AddrFrom4([4]byte{255, 255, 255, 255})
-
-// lastAddr is the highest address of p (its directed broadcast).
-func lastAddr(p netip.Prefix) netip.Addr {
-	b := p.Masked().Addr().As4()
-	for i := p.Bits(); i < 32; i++ {
-		b[i/8] |= 0x80 >> (i % 8)
-	}
-	return netip.AddrFrom4(b)
+	return !a.IsLoopback() && ipv4host.Is(a, net)
 }
 
 // addrOf converts an IPv4 net.IP; the zero Addr for nil or non-IPv4.
