@@ -14,7 +14,9 @@ const (
 	dropMaxTransfers = "max_transfers"         // MaxTransfers are running
 	dropMaxPerSource = "max_per_source"        // MaxPerSource of this address are running
 	dropMalformed    = "malformed"             // not a request this server can parse
+	dropNotHost      = "not_host"              // from a broadcast, multicast or unspecified address, or port 0
 	dropNoResources  = "no_resources"          // no fd (EMFILE, ENFILE) or socket for it
+	dropErrorLimit   = "error_limit"           // refused, and over the budget of ERROR answers
 	dropPreempted    = "preempted_unconfirmed" // cancelled unacknowledged for a newer request
 )
 
@@ -83,19 +85,27 @@ func newAdmission(max, perSource int, grace time.Duration) *admission {
 // reason). When MaxTransfers are running, the oldest unconfirmed transfer
 // admitted at least grace before now gives up its place: it is released
 // and returned as p, and the caller closes its socket, which ends it.
+// When k's address has MaxPerSource running, the oldest unconfirmed one
+// of that address gives up its place the same way: requests forged with
+// a machine's address, never acknowledged, would otherwise hold all of
+// its places for Timeout×Retries and keep the machine itself out.
 func (a *admission) admit(k transferKey, now time.Time) (t *transfer, p *preemption, why string) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	var v *transfer
 	switch {
 	case a.running[k] != nil:
 		return nil, nil, dropDuplicate
-	case len(a.running) >= a.max && (a.oldest == nil || now.Sub(a.oldest.since) < a.grace):
-		return nil, nil, dropMaxTransfers
 	case a.bySource[k.client.Addr()] >= a.perSource:
-		return nil, nil, dropMaxPerSource
+		if v = a.oldestOf(k.client.Addr(), now); v == nil {
+			return nil, nil, dropMaxPerSource
+		}
+	case len(a.running) >= a.max:
+		if v = a.oldest; v == nil || now.Sub(v.since) < a.grace {
+			return nil, nil, dropMaxTransfers
+		}
 	}
-	if len(a.running) >= a.max {
-		v := a.oldest
+	if v != nil {
 		v.preempted = true
 		a.remove(v)
 		p = &preemption{key: v.key, age: now.Sub(v.since), conn: v.conn}
@@ -105,6 +115,17 @@ func (a *admission) admit(k transferKey, now time.Time) (t *transfer, p *preempt
 	a.bySource[k.client.Addr()]++
 	a.enqueue(t)
 	return t, p, ""
+}
+
+// oldestOf is the oldest unconfirmed transfer to addr admitted at least
+// grace before now, or nil. The list holds at most max transfers.
+func (a *admission) oldestOf(addr netip.Addr, now time.Time) *transfer {
+	for v := a.oldest; v != nil && now.Sub(v.since) >= a.grace; v = v.next {
+		if v.key.client.Addr() == addr {
+			return v
+		}
+	}
+	return nil
 }
 
 // attach records t's socket, so that a preemption can close it. It

@@ -8,6 +8,8 @@ import (
 
 	"golang.org/x/net/ipv4"
 	"golang.org/x/net/ipv6"
+
+	"github.com/siteboot/siteboot/internal/ipv4host"
 )
 
 // listener is the listening socket with the arrival address and
@@ -91,6 +93,38 @@ func (l *listener) reply(p []byte, d datagram) error {
 	return err
 }
 
+// hostSource reports whether d's source is one host that may be answered:
+// a port, and an address that is not unspecified, multicast, the limited
+// broadcast, nor the network or directed-broadcast address of one of the
+// IPv4 prefixes of the interface d arrived on (ipv4host.Is). Linux
+// accepts a datagram from a local subnet's broadcast address where
+// reverse-path filtering is off (its default), and a host of that link
+// that forged it sees the answers, the OACK's port among them, and can
+// drive the transfer. The transfer sockets also refuse to send to a
+// broadcast address (setOptions); this check keeps such a request from
+// taking a place or an ERROR at all. A remote subnet's broadcast address
+// cannot be told from a host's here, and routers do not forward directed
+// broadcasts by default.
+func (s *Server) hostSource(d datagram) bool {
+	a := d.client.Addr()
+	if d.client.Port() == 0 || !a.IsValid() || a.IsUnspecified() || a.IsMulticast() {
+		return false
+	}
+	if !a.Is4() {
+		return true
+	}
+	info, _ := s.ifaces.get(d.ifIndex)
+	if len(info.nets) == 0 {
+		return ipv4host.Is(a, netip.Prefix{})
+	}
+	for _, p := range info.nets {
+		if !ipv4host.Is(a, p) {
+			return false
+		}
+	}
+	return true
+}
+
 // replySource is the address answers to a datagram sent to dst come
 // from: dst itself, or the kernel's choice (nil) when dst is unknown,
 // broadcast or multicast.
@@ -113,7 +147,33 @@ type ifaceCache struct {
 type ifaceInfo struct {
 	mtu  int
 	name string
+	nets []netip.Prefix // its IPv4 prefixes (hostSource)
 	at   time.Time
+}
+
+// ipv4Prefixes are the IPv4 prefixes of ifi's addresses; none when they
+// cannot be listed.
+func ipv4Prefixes(ifi *net.Interface) []netip.Prefix {
+	addrs, err := ifi.Addrs()
+	if err != nil {
+		return nil
+	}
+	var nets []netip.Prefix
+	for _, a := range addrs {
+		n, ok := a.(*net.IPNet)
+		if !ok || n.IP.To4() == nil {
+			continue
+		}
+		ones, bits := n.Mask.Size()
+		if bits == 128 { // a v4 address with a 16-byte mask
+			ones -= 96
+		}
+		if bits == 0 || ones < 0 {
+			continue
+		}
+		nets = append(nets, netip.PrefixFrom(netip.AddrFrom4([4]byte(n.IP.To4())), ones))
+	}
+	return nets
 }
 
 // ifaceTTL is how long a looked-up MTU is used.
@@ -140,7 +200,7 @@ func (c *ifaceCache) get(index int) (ifaceInfo, bool) {
 	if err != nil {
 		return ifaceInfo{}, false
 	}
-	info = ifaceInfo{mtu: ifi.MTU, name: ifi.Name, at: now}
+	info = ifaceInfo{mtu: ifi.MTU, name: ifi.Name, nets: ipv4Prefixes(ifi), at: now}
 	c.mu.Lock()
 	c.m[index] = info
 	c.mu.Unlock()

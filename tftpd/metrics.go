@@ -53,7 +53,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	for _, r := range []string{resultOK, resultNotFound, resultRefused, resultTimeout, resultAborted, resultError} {
 		m.transfers.WithLabelValues(r)
 	}
-	for _, r := range []string{dropDuplicate, dropMaxTransfers, dropMaxPerSource, dropMalformed, dropNoResources, dropPreempted} {
+	for _, r := range []string{dropDuplicate, dropMaxTransfers, dropMaxPerSource, dropMalformed, dropNotHost, dropErrorLimit, dropNoResources, dropPreempted} {
 		m.dropped.WithLabelValues(r)
 	}
 	if reg == nil {

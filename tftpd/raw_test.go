@@ -122,6 +122,8 @@ func TestRefusals(t *testing.T) {
 		`siteboot_tftp_requests_dropped_total{reason="max_per_source"}`:        0,
 		`siteboot_tftp_requests_dropped_total{reason="max_transfers"}`:         0,
 		`siteboot_tftp_requests_dropped_total{reason="no_resources"}`:          0,
+		`siteboot_tftp_requests_dropped_total{reason="not_host"}`:              0,
+		`siteboot_tftp_requests_dropped_total{reason="error_limit"}`:           0,
 		`siteboot_tftp_requests_dropped_total{reason="preempted_unconfirmed"}`: 0,
 	}
 	if diff := cmp.Diff(want, waitGather(t, fx.reg, want)); diff != "" {

@@ -24,7 +24,27 @@ type Server struct {
 	admit  *admission
 	ifaces *ifaceCache
 	now    func() time.Time
+
+	// Refusals (ERROR packets to requests that start no transfer) sent
+	// per source address and in all: an ERROR is larger than the smallest
+	// request that earns one, and goes to whatever source the request
+	// names.
+	errPerSource *ratelimit.Keyed[netip.Addr]
+	errAll       *ratelimit.Keyed[struct{}]
 }
+
+// Refusal budgets: errSourceBurst ERRORs to one address, then one per
+// errSourceEvery; errAllBurst to all, then one per errAllEvery. A client
+// refused that way gets no answer and gives up at its timeout, as if the
+// ERROR were lost. The burst holds the dozen names PXELINUX or GRUB try
+// one after another, each expecting "file not found" at once.
+const (
+	errSourceBurst = 16
+	errSourceEvery = time.Second / 4
+	errSourceMax   = 1024
+	errAllBurst    = 64
+	errAllEvery    = time.Second / 64
+)
 
 // flushEvery is how often suppressed log counts are reported once their
 // bucket refills.
@@ -46,6 +66,8 @@ func New(cfg Config) (*Server, error) {
 	s.lim = newLimitedLog(s.log, s.now, func(string) { m.suppressed.Inc() })
 	s.stages = ratelimit.NewStages(func(string) { m.suppressed.Inc() })
 	s.ifaces = newIfaceCache(s.now)
+	s.errPerSource = ratelimit.NewKeyed[netip.Addr](errSourceBurst, errSourceEvery, errSourceMax)
+	s.errAll = ratelimit.NewKeyed[struct{}](errAllBurst, errAllEvery, 1)
 	return s, nil
 }
 
@@ -62,7 +84,7 @@ func (s *Server) Serve(ctx context.Context, conn net.PacketConn) error {
 	if !ok {
 		return fmt.Errorf("tftpd: serve: conn is a %T, want a *net.UDPConn", conn)
 	}
-	markLowDelay(udp) // refusals
+	setOptions(udp) // refusals
 	l := newListener(udp)
 	s.log.Info("tftp serving", "addr", udp.LocalAddr().String(), "max_blksize", s.cfg.MaxBlockSize,
 		"max_windowsize", s.cfg.MaxWindowSize, "max_transfers", s.cfg.MaxTransfers, "max_per_source", s.cfg.MaxPerSource)
@@ -127,6 +149,12 @@ func (s *Server) loop(ctx context.Context, l *listener, transfers *sync.WaitGrou
 // right away (write request, bad name), nothing (malformed, duplicate,
 // over a bound), or a transfer of its own.
 func (s *Server) handle(done <-chan struct{}, l *listener, d datagram, p []byte, transfers *sync.WaitGroup) {
+	if !s.hostSource(d) {
+		// Whatever went back, an ERROR or a whole transfer, would reach
+		// every host of the link, the one that forged it among them.
+		s.drop(s.log, slog.LevelDebug, dropNotHost, "remote", d.client.String())
+		return
+	}
 	req, err := parseRequest(p)
 	if err != nil {
 		op := -1
@@ -136,7 +164,7 @@ func (s *Server) handle(done <-chan struct{}, l *listener, d datagram, p []byte,
 		s.drop(s.log, slog.LevelDebug, dropMalformed, "remote", d.client.String(), "op", op, "len", len(p))
 		return
 	}
-	log := s.log.With("remote", d.client.String(), "file", req.name)
+	log := s.log.With("remote", d.client.String(), "file", logName(req.name))
 	if req.op == opWRQ {
 		s.refuse(l, d, req.name, log, "write", resultRefused, errWrite, errWrite)
 		return
@@ -179,10 +207,20 @@ func (s *Server) preempt(p *preemption, d datagram) {
 }
 
 // refuse answers a request with an ERROR from the listening socket and
-// logs and counts it. err is logged, tell is sent.
+// logs and counts it. err is logged, tell is sent. Past the refusal
+// budgets the ERROR is not sent, and counted as a drop (error_limit).
 func (s *Server) refuse(l *listener, d datagram, file string, log *slog.Logger, op, result string, err, tell error) {
 	s.m.transfers.WithLabelValues(result).Inc()
-	s.logResult(log, d.client, file, slog.LevelInfo, result, "op", op, "result", result, "err", err)
+	s.logResult(log, d.client, logName(file), slog.LevelInfo, result, "op", op, "result", result, "err", err)
+	now := s.now()
+	ok, _ := s.errPerSource.Allow(d.client.Addr(), now)
+	if ok {
+		ok, _ = s.errAll.Allow(struct{}{}, now)
+	}
+	if !ok {
+		s.drop(log, slog.LevelDebug, dropErrorLimit)
+		return
+	}
 	if werr := l.reply(errorPacket(tell.Error()), d); werr != nil && !errors.Is(werr, net.ErrClosed) {
 		s.logDrop(log, slog.LevelWarn, "reply_error", "tftp reply failed", "err", describe(werr))
 	}

@@ -10,6 +10,8 @@ import (
 	"net/netip"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/siteboot/siteboot/internal/sockprio"
 )
 
@@ -46,7 +48,7 @@ func (s *Server) serveRead(done <-chan struct{}, l *listener, d datagram, log *s
 		return
 	}
 	defer conn.Close()
-	markLowDelay(conn)
+	setOptions(conn)
 	if !s.admit.attach(t, conn) {
 		return // preempted while opening; counted and logged then
 	}
@@ -110,17 +112,23 @@ const (
 	limitPerTimeout = 8 << 10
 )
 
-// markLowDelay has conn's datagrams sent ahead of the host's bulk
-// streams (internal/sockprio): a transfer is lock-step or windowed, and
-// every block that waits in a queue behind kernels and initrds delays the
-// whole first stage. A socket that cannot be marked still works.
-func markLowDelay(conn *net.UDPConn) {
+// setOptions has conn's datagrams sent ahead of the host's bulk streams
+// (internal/sockprio): a transfer is lock-step or windowed, and every
+// block that waits in a queue behind kernels and initrds delays the whole
+// first stage. It also clears SO_BROADCAST, which Go sets on every UDP
+// socket: a TFTP answer goes to one host, and the kernel then refuses
+// (EACCES) one addressed to a local broadcast address (hostSource).
+// A socket without these options still works.
+func setOptions(conn *net.UDPConn) {
 	rc, err := conn.SyscallConn()
 	if err != nil {
 		return
 	}
 	v6 := conn.LocalAddr().(*net.UDPAddr).IP.To4() == nil
-	_ = rc.Control(func(fd uintptr) { _ = sockprio.Set(int(fd), v6, sockprio.LowDelay) })
+	_ = rc.Control(func(fd uintptr) {
+		_ = sockprio.Set(int(fd), v6, sockprio.LowDelay)
+		_ = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_BROADCAST, 0)
+	})
 }
 
 // blockLimit is the largest blksize for a request that arrived as d:
