@@ -14,12 +14,18 @@ import (
 // boot-stage policy of internal/ratelimit). Each source (the relay, or
 // the sender on the arrival interface) gets sourceLogBurst lines, then one
 // per sourceLogEvery; the next line it gets says how many were held back.
-// Held-back lines go to Debug.
+// All sources together get allLogBurst lines, then one per allLogEvery: a
+// sender on port 4011 chooses its source address per packet, so the
+// per-source limit alone let one host write a line for each of
+// sourceLogMax addresses every sourceLogEvery (170 lines/s). Held-back
+// lines go to Debug, and the periodic summary counts them by stage.
 const (
 	unknownLogEvery = ratelimit.StageWindow
 	sourceLogBurst  = 10
 	sourceLogEvery  = 6 * time.Second
 	sourceLogMax    = 1024
+	allLogBurst     = 100
+	allLogEvery     = time.Second / 4
 )
 
 // The lines of a machine with an entry (answers, a missing boot file)
@@ -53,12 +59,14 @@ type logSource struct {
 type logLimits struct {
 	stages    *ratelimit.Stages // answers and unknown machines, by MAC and stage
 	perSource *ratelimit.Keyed[logSource]
+	all       *ratelimit.Keyed[struct{}] // every source's lines together
 }
 
 func newLogLimits(suppressed func(stage string)) logLimits {
 	return logLimits{
 		stages:    ratelimit.NewStages(suppressed),
 		perSource: ratelimit.NewKeyed[logSource](sourceLogBurst, sourceLogEvery, sourceLogMax),
+		all:       ratelimit.NewKeyed[struct{}](allLogBurst, allLogEvery, 1),
 	}
 }
 
@@ -70,9 +78,10 @@ func (l logLimits) answerLevel(level slog.Level, mac, stage string, now time.Tim
 }
 
 // level returns the level a client-caused line is written at: want when
-// the MAC (if any) may log now in its stage and the source may log now,
-// Debug otherwise; and how many of the source's lines were held back
-// before this one.
+// the MAC (if any) may log now in its stage, the source may log now and
+// all sources together may, Debug otherwise; and how many of the source's
+// lines were held back before this one. The source's limit is asked
+// first: a source over it must not spend the others' shared lines.
 func (l logLimits) level(want slog.Level, stage, mac string, src logSource, now time.Time) (slog.Level, slog.Attr) {
 	if mac != "" {
 		if lv, _ := l.stages.Level(mac, stage, want, now); lv != want {
@@ -80,6 +89,9 @@ func (l logLimits) level(want slog.Level, stage, mac string, src logSource, now 
 		}
 	}
 	ok, held := l.perSource.Allow(src, now)
+	if ok {
+		ok, _ = l.all.Allow(struct{}{}, now)
+	}
 	if !ok {
 		if mac != "" {
 			// Not written: the machine's line of the window is still owed

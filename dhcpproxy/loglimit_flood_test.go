@@ -29,3 +29,33 @@ func TestUnknownLineHeldBySourceIsNotSpent(t *testing.T) {
 		t.Fatalf("the real machine's retry after the flood logs at %v; want WARN (its one line was never written)", lv)
 	}
 }
+
+// A sender on port 4011 picks its source address per packet, so the
+// per-source limit alone gave a flood of made-up MACs from made-up
+// sources a line for each of sourceLogMax sources every sourceLogEvery:
+// 170 lines/s from one host, for as long as it sent. All sources together
+// are held to allLogBurst, then one line per allLogEvery.
+func TestUnknownFloodFromForgedSourcesBounded(t *testing.T) {
+	l := newLogLimits(nil)
+	start := time.Unix(1_000_000, 0)
+	const seconds, perSecond = 60, 200
+	lines, n := 0, 0
+	for s := range seconds {
+		now := start.Add(time.Duration(s) * time.Second)
+		for range perSecond {
+			n++
+			mac := fmt.Sprintf("02:%02x:%02x:%02x:%02x:01", byte(n>>24), byte(n>>16), byte(n>>8), byte(n))
+			src := logSource{iface: "eth0", addr: netip.AddrFrom4([4]byte{172, 16 + byte(n>>16&0x0f), byte(n >> 8), byte(n) | 1})}
+			if lv, _ := l.level(slog.LevelWarn, stageUnknown, mac, src, now); lv == slog.LevelWarn {
+				lines++
+			}
+		}
+	}
+	want := allLogBurst + int(seconds*time.Second/allLogEvery)
+	if lines > want {
+		t.Errorf("%d DISCOVERs of made-up MACs from made-up sources in %d s wrote %d lines; want at most %d", n, seconds, lines, want)
+	}
+	if lines < allLogBurst {
+		t.Errorf("only %d lines: the flood must still be seen", lines)
+	}
+}
