@@ -14,7 +14,7 @@ const janitorEvery = 30 * time.Second
 
 // Run serves every part until ctx ends or one of them fails.
 func (a *Appliance) Run(ctx context.Context) error {
-	hs, err := httpserver.New(httpserver.Config{MaxConnections: a.cfg.HTTP.MaxConnections,
+	hs, err := httpserver.New(httpserver.Config{MaxConnections: a.cfg.HTTP.MaxConnections, MaxPerSource: a.cfg.HTTP.MaxPerSource,
 		ProgressTimeout: time.Duration(a.cfg.HTTP.ProgressTimeout), Logger: a.log, Metrics: a.reg})
 	if err != nil {
 		return err

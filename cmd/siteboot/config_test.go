@@ -123,6 +123,7 @@ func TestConfigErrorsNameTheKey(t *testing.T) {
 		{"relay not a cidr", "dhcp:\n  relays: [10.1.0.0/24, relay-a]\n", nil, `dhcp.relays: "relay-a" is not an IPv4 CIDR`},
 		{"relay ipv6", "", map[string]string{"SITEBOOT_DHCP_RELAYS": "fd00::/64"}, "dhcp.relays"},
 		{"negative max connections", "http:\n  max_connections: -1\n", nil, "http.max_connections"},
+		{"negative max connections per source", "http:\n  max_connections_per_source: -1\n", nil, "http.max_connections_per_source"},
 		{"progress timeout too short", "", map[string]string{"SITEBOOT_HTTP_PROGRESS_TIMEOUT": "10ms"}, "http.progress_timeout: 10ms: at least 1s"},
 		{"secrets dir inside the data dir", "secrets:\n  dir: " + dir + "/secrets\n", nil, "secrets.dir: " + dir + "/secrets overlaps " + dir},
 		{"secrets dir is the data dir", "", map[string]string{"SITEBOOT_SECRETS_DIR": dir}, "secrets.dir"},

@@ -6,6 +6,7 @@ import (
 	"math"
 	"math/bits"
 	"net"
+	"net/netip"
 	"os"
 	"runtime"
 	"sync"
@@ -32,6 +33,7 @@ const (
 type conn struct {
 	net.Conn
 	s        *Server
+	src      netip.Addr // the client's address, counted in s.bySource until Close
 	closed   atomic.Bool
 	deadline atomic.Int64    // the write deadline last set, in ns since s.base
 	raw      syscall.RawConn // nil when the connection has no descriptor
@@ -99,8 +101,8 @@ type conn struct {
 // goes with MSG_MORE and the body in one sendfile: no setsockopt.
 const corkAbove = 64 << 10
 
-func newConn(c net.Conn, s *Server) *conn {
-	pc := &conn{Conn: c, s: s}
+func newConn(c net.Conn, s *Server, src netip.Addr) *conn {
+	pc := &conn{Conn: c, s: s, src: src}
 	if sc, ok := c.(syscall.Conn); ok {
 		if raw, err := sc.SyscallConn(); err == nil {
 			pc.raw = raw
@@ -257,6 +259,7 @@ func (c *conn) rawWrite(step func(fd uintptr) bool) error {
 func (c *conn) Close() error {
 	if c.closed.CompareAndSwap(false, true) {
 		c.s.open.Add(-1)
+		c.s.releaseSource(c.src)
 	}
 	if j := c.job.Load(); j != nil {
 		c.s.bulk.abort(j)

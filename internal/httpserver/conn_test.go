@@ -3,6 +3,7 @@ package httpserver
 import (
 	"io"
 	"net"
+	"net/netip"
 	"os"
 	"testing"
 	"time"
@@ -39,7 +40,7 @@ func TestConnAllocatesNothingPerResponse(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := newConn(raw, s)
+	c := newConn(raw, s, netip.Addr{})
 	s.open.Add(1)
 	f, err := os.Open(bigFile(t, 64<<10))
 	if err != nil {

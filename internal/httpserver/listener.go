@@ -13,13 +13,14 @@ const refusal = "HTTP/1.1 503 Service Unavailable\r\nRetry-After: 1\r\nConnectio
 // refusalWarnEvery spaces the Warn lines about refusals.
 const refusalWarnEvery = 10 * time.Second
 
-// listener caps the open connections and wraps each in a conn.
+// listener caps the open connections, in all and per client address, and
+// wraps each in a conn.
 type listener struct {
 	net.Listener
 	s *Server
 }
 
-// Accept returns the next connection within the cap; those over it are
+// Accept returns the next connection within the caps; those over one are
 // refused on the spot and Accept waits for the next.
 func (l *listener) Accept() (net.Conn, error) {
 	for {
@@ -27,20 +28,32 @@ func (l *listener) Accept() (net.Conn, error) {
 		if err != nil {
 			return nil, err
 		}
-		if l.s.open.Add(1) <= int64(l.s.cfg.MaxConnections) {
-			return newConn(c, l.s), nil
+		if l.s.open.Add(1) > int64(l.s.cfg.MaxConnections) {
+			l.s.open.Add(-1)
+			l.s.refuse(c, false)
+			continue
 		}
-		l.s.open.Add(-1)
-		l.s.refuse(c)
+		src := sourceOf(c)
+		if !l.s.takeSource(src) {
+			l.s.open.Add(-1)
+			l.s.refuse(c, true)
+			continue
+		}
+		return newConn(c, l.s, src), nil
 	}
 }
 
 // refuse answers 503 if the socket takes it at once, and closes it. The
 // request is never read: the client may see the close before the answer.
-func (s *Server) refuse(c net.Conn) {
+// perSource says the client's address had MaxPerSource open, not the
+// server MaxConnections.
+func (s *Server) refuse(c net.Conn, perSource bool) {
 	// Counted before the client can see the close, so a client that saw its
 	// refusal also finds it in connections_refused_total.
 	s.refused.Inc()
+	if perSource {
+		s.refusedFrom.Inc()
+	}
 	_ = c.SetWriteDeadline(time.Now().Add(10 * time.Millisecond))
 	_, _ = c.Write([]byte(refusal))
 	c.Close()
@@ -48,6 +61,11 @@ func (s *Server) refuse(c net.Conn) {
 	now := int64(time.Since(s.base))
 	if last := s.lastWarn.Load(); now-last >= int64(refusalWarnEvery) && s.lastWarn.CompareAndSwap(last, now) {
 		s.refusedSince.Add(-n)
+		if perSource {
+			s.log.Warn("http: connections refused: max connections per source open", "refused", n,
+				"max_per_source", s.cfg.MaxPerSource, "remote", c.RemoteAddr().String())
+			return
+		}
 		s.log.Warn("http: connections refused: max connections open", "refused", n,
 			"max_connections", s.cfg.MaxConnections, "remote", c.RemoteAddr().String())
 	}

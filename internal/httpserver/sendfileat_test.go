@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"testing"
@@ -72,7 +73,7 @@ func pairDial(t *testing.T, s *Server, d net.Dialer) (*conn, net.Conn) {
 		t.Fatal(err)
 	}
 	s.open.Add(1)
-	c := newConn(raw, s)
+	c := newConn(raw, s, netip.Addr{})
 	t.Cleanup(func() { c.Close() })
 	return c, client
 }

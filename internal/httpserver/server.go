@@ -9,8 +9,10 @@ import (
 	"math/bits"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"runtime"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -59,6 +61,12 @@ type Config struct {
 	// descriptors per connection (the socket and the file a response
 	// reads) after 1,024 kept for the rest.
 	MaxConnections int
+	// MaxPerSource caps the open connections from one client address, so
+	// that one host cannot take every place and keep the others on 503;
+	// 0 is MaxConnections/8, at least 64 (512 at the default cap). A
+	// machine that boots holds one to three; a NAT or a proxy in front of
+	// many machines needs more.
+	MaxPerSource int
 	// UnsentBudget bounds the bytes all connections together hold in
 	// their sockets unsent, shared among the open ones (each between 128
 	// KiB and 4 MiB): 0 is a quarter of the kernel's TCP memory pressure
@@ -83,12 +91,16 @@ type Server struct {
 	stalled      prometheus.Counter
 	lastWarn     atomic.Int64 // when a refusal was last logged at Warn, ns since base
 	refusedSince atomic.Int64 // refusals not yet logged at Warn
+	refusedFrom  prometheus.Counter
+
+	srcMu    sync.Mutex
+	bySource map[netip.Addr]int // open connections per client address; at most MaxConnections keys
 }
 
 // New checks cfg and registers the metrics. It binds nothing.
 func New(cfg Config) (*Server, error) {
-	if cfg.ReadHeaderTimeout < 0 || cfg.IdleTimeout < 0 || cfg.ProgressTimeout < 0 || cfg.MaxConnections < 0 || cfg.UnsentBudget < 0 {
-		return nil, errors.New("httpserver: config: timeouts, MaxConnections and UnsentBudget must not be negative")
+	if cfg.ReadHeaderTimeout < 0 || cfg.IdleTimeout < 0 || cfg.ProgressTimeout < 0 || cfg.MaxConnections < 0 || cfg.MaxPerSource < 0 || cfg.UnsentBudget < 0 {
+		return nil, errors.New("httpserver: config: timeouts, MaxConnections, MaxPerSource and UnsentBudget must not be negative")
 	}
 	setDefault(&cfg.ReadHeaderTimeout, DefaultReadHeaderTimeout)
 	setDefault(&cfg.IdleTimeout, DefaultIdleTimeout)
@@ -103,24 +115,29 @@ func New(cfg Config) (*Server, error) {
 		cfg.Logger.Warn("httpserver: max connections need more file descriptors than the limit",
 			"max_connections", cfg.MaxConnections, "descriptors", need, "limit", limit)
 	}
+	if cfg.MaxPerSource == 0 {
+		cfg.MaxPerSource = max(cfg.MaxConnections/8, 64)
+	}
 	if cfg.UnsentBudget == 0 {
 		tcpMem, _ := os.ReadFile("/proc/sys/net/ipv4/tcp_mem")
 		cfg.UnsentBudget = unsentBudget(string(tcpMem))
 	}
 	s := &Server{cfg: cfg, log: cfg.Logger, base: time.Now(), unsent: cfg.UnsentBudget,
-		bulk: newBulkLoops(bulkLoopCount, cfg.ProgressTimeout)}
+		bulk: newBulkLoops(bulkLoopCount, cfg.ProgressTimeout), bySource: map[netip.Addr]int{}}
 	s.lastWarn.Store(-int64(refusalWarnEvery))
 	opts := func(name, help string) prometheus.CounterOpts {
 		return prometheus.CounterOpts{Namespace: "siteboot", Subsystem: "http", Name: name, Help: help}
 	}
 	s.refused = prometheus.NewCounter(opts("connections_refused_total",
-		"Connections closed at accept because max connections were open."))
+		"Connections closed at accept because max connections were open, in all or from the client's address."))
+	s.refusedFrom = prometheus.NewCounter(opts("connections_refused_per_source_total",
+		"Connections closed at accept because max connections per source were open from the client's address (also in connections_refused_total)."))
 	s.stalled = prometheus.NewCounter(opts("stalled_responses_total",
 		"Responses aborted because the client accepted no byte for the progress timeout."))
 	if cfg.Metrics != nil {
 		open := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "siteboot", Subsystem: "http", Name: "connections",
 			Help: "Open HTTP connections."}, func() float64 { return float64(s.open.Load()) })
-		for _, c := range []prometheus.Collector{s.refused, s.stalled, open} {
+		for _, c := range []prometheus.Collector{s.refused, s.refusedFrom, s.stalled, open} {
 			if err := cfg.Metrics.Register(c); err != nil {
 				return nil, fmt.Errorf("httpserver: register metrics: %w", err)
 			}
@@ -210,6 +227,48 @@ func (s *Server) lowatFor() int {
 
 // MaxConnections is the cap in force, defaults applied.
 func (s *Server) MaxConnections() int { return s.cfg.MaxConnections }
+
+// MaxPerSource is the per-address cap in force, defaults applied.
+func (s *Server) MaxPerSource() int { return s.cfg.MaxPerSource }
+
+// takeSource counts one more connection from a, unless MaxPerSource are
+// open from it. The invalid address (a connection that is not TCP) is
+// not counted.
+func (s *Server) takeSource(a netip.Addr) bool {
+	if !a.IsValid() {
+		return true
+	}
+	s.srcMu.Lock()
+	defer s.srcMu.Unlock()
+	if s.bySource[a] >= s.cfg.MaxPerSource {
+		return false
+	}
+	s.bySource[a]++
+	return true
+}
+
+// releaseSource counts one connection from a less.
+func (s *Server) releaseSource(a netip.Addr) {
+	if !a.IsValid() {
+		return
+	}
+	s.srcMu.Lock()
+	defer s.srcMu.Unlock()
+	if s.bySource[a] <= 1 {
+		delete(s.bySource, a)
+		return
+	}
+	s.bySource[a]--
+}
+
+// sourceOf is the client address of c, unmapped; invalid when c is not
+// TCP.
+func sourceOf(c net.Conn) netip.Addr {
+	if a, ok := c.RemoteAddr().(*net.TCPAddr); ok {
+		return a.AddrPort().Addr().Unmap()
+	}
+	return netip.Addr{}
+}
 
 // Listener wraps ln: it accepts at most MaxConnections connections at a
 // time and puts the progress deadline on each. Hand it to Serve, or to the

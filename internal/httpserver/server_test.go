@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -218,6 +219,80 @@ func TestMaxConnections(t *testing.T) {
 		t.Fatalf("after a slot freed: %v, %v", resp, err)
 	}
 	resp.Body.Close()
+}
+
+// One client address holds at most MaxPerSource connections: one more
+// from it is answered 503 and closed at once, while another address is
+// still served; when one of its connections closes, it gets a place again.
+func TestMaxPerSource(t *testing.T) {
+	ok := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok") })
+	s, addr := serve(t, Config{MaxConnections: 10, MaxPerSource: 2}, ok)
+	dialFrom := func(src string) net.Conn {
+		t.Helper()
+		d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(src)}}
+		c, err := d.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		c.SetDeadline(time.Now().Add(5 * time.Second))
+		return c
+	}
+	served := func(c net.Conn) bool {
+		t.Helper()
+		get(c, "/")
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == 200
+	}
+	a := []net.Conn{dialFrom("127.0.0.1"), dialFrom("127.0.0.1")}
+	waitFor(t, func() bool { return s.open.Load() == 2 })
+	extra := dialFrom("127.0.0.1")
+	reply, _ := io.ReadAll(extra)
+	if !strings.HasPrefix(string(reply), "HTTP/1.1 503 ") {
+		t.Errorf("a third connection from one address: %q; want a 503", reply)
+	}
+	if got := metrictest.Counter(t, s.refusedFrom); got != 1 {
+		t.Errorf("connections_refused_per_source_total = %v, want 1", got)
+	}
+	if got := metrictest.Counter(t, s.refused); got != 1 {
+		t.Errorf("connections_refused_total = %v, want 1", got)
+	}
+	if !served(dialFrom("127.0.0.2")) {
+		t.Error("another address was not served while the first held its places")
+	}
+	a[0].Close()
+	waitFor(t, func() bool {
+		s.srcMu.Lock()
+		defer s.srcMu.Unlock()
+		return s.bySource[netip.MustParseAddr("127.0.0.1")] == 1
+	})
+	if !served(dialFrom("127.0.0.1")) {
+		t.Error("the address was not served after one of its connections closed")
+	}
+	for _, c := range a[1:] {
+		c.Close()
+	}
+	waitFor(t, func() bool { return s.open.Load() == 2 }) // the two served ones, still open
+}
+
+// MaxPerSource defaults to an eighth of MaxConnections, at least 64.
+func TestDefaultMaxPerSource(t *testing.T) {
+	for _, tc := range []struct{ max, want int }{{4096, 512}, {100, 64}, {64, 64}} {
+		s, err := New(Config{MaxConnections: tc.max})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := s.MaxPerSource(); got != tc.want {
+			t.Errorf("MaxConnections %d: MaxPerSource %d, want %d", tc.max, got, tc.want)
+		}
+	}
+	if _, err := New(Config{MaxPerSource: -1}); err == nil {
+		t.Error("a negative MaxPerSource was accepted")
+	}
 }
 
 // A request head past 64 KiB is refused with 431 before any handler runs:
