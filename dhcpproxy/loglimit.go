@@ -28,6 +28,16 @@ const (
 	allLogEvery     = time.Second / 4
 )
 
+// A reply the socket refuses (a full send buffer under a flood, a route
+// gone) is written at Warn sendLogBurst times per interface, then once per
+// sendLogEvery with the count held back; the rest go to Debug, and
+// siteboot_dhcp_send_errors_total counts every one.
+const (
+	sendLogBurst = 3
+	sendLogEvery = 10 * time.Second
+	sendLogMax   = 256 // interfaces
+)
+
 // The lines of a machine with an entry (answers, a missing boot file)
 // follow the boot-stage policy: one line per MAC, stage (firmware or
 // iPXE) and level per answerLogEvery, however many DISCOVERs and REQUESTs
@@ -60,6 +70,7 @@ type logLimits struct {
 	stages    *ratelimit.Stages // answers and unknown machines, by MAC and stage
 	perSource *ratelimit.Keyed[logSource]
 	all       *ratelimit.Keyed[struct{}] // every source's lines together
+	send      *ratelimit.Keyed[string]   // replies the socket refused, by interface
 }
 
 func newLogLimits(suppressed func(stage string)) logLimits {
@@ -67,6 +78,7 @@ func newLogLimits(suppressed func(stage string)) logLimits {
 		stages:    ratelimit.NewStages(suppressed),
 		perSource: ratelimit.NewKeyed[logSource](sourceLogBurst, sourceLogEvery, sourceLogMax),
 		all:       ratelimit.NewKeyed[struct{}](allLogBurst, allLogEvery, 1),
+		send:      ratelimit.NewKeyed[string](sendLogBurst, sendLogEvery, sendLogMax),
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 
 	"golang.org/x/sync/errgroup"
@@ -66,7 +67,9 @@ func (s *Server) serveConn(c *Conn) error {
 		}
 		if _, err := c.PacketConn.WriteTo(reply, to); err != nil {
 			s.m.sendErrors.Inc()
-			s.log.Warn("dhcpproxy: send reply", "iface", c.Iface, "to", to.String(), "err", err)
+			level, held := s.limits.send.Level(c.Iface, s.cfg.Now(), slog.LevelWarn)
+			s.log.LogAttrs(context.Background(), level, "dhcpproxy: send reply", slog.String("iface", c.Iface),
+				slog.String("to", to.String()), slog.String("err", err.Error()), held)
 		}
 	}
 }

@@ -1,9 +1,13 @@
 package dhcpproxy
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
+	"log/slog"
 	"net"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -12,6 +16,8 @@ import (
 	"github.com/insomniacslk/dhcp/dhcpv4"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/siteboot/siteboot/discovery"
+	"github.com/siteboot/siteboot/internal/metrictest"
+	"golang.org/x/sys/unix"
 )
 
 // serveLoopback runs the fixture's server on a real UDP socket on
@@ -166,5 +172,70 @@ func TestServeStopsWhenSocketsClose(t *testing.T) {
 	}
 	if err := f.srv.Serve(context.Background()); err == nil {
 		t.Error("Serve without sockets returned nil")
+	}
+}
+
+// A socket that refuses every reply (here shut for writing: each send
+// fails with EPIPE, as a full send buffer fails under a flood) wrote one
+// Warn line per reply, so whoever could make sends fail set the log's
+// rate. Each interface gets sendLogBurst lines; the rest go to Debug, and
+// the counter still counts every one.
+func TestSendErrorLinesBounded(t *testing.T) {
+	var buf bytes.Buffer
+	f := newFixture(t, func(c *Config) {
+		c.Logger = slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	})
+	pc, err := net.ListenPacket("udp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := pc.(*net.UDPConn).SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// An unconnected UDP socket reports ENOTCONN but is shut all the same.
+	if err := raw.Control(func(fd uintptr) { _ = unix.Shutdown(int(fd), unix.SHUT_WR) }); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- f.srv.Serve(ctx, &Conn{PacketConn: pc, Iface: "lo", IP: net.IPv4(127, 0, 0, 1), Port: PXEPort})
+	}()
+	client, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	const n = 40
+	for i := range n {
+		pkt := pxeReq(t, macPlain, dhcpv4.MessageTypeRequest, 7, withUUID,
+			dhcpv4.WithTransactionID(dhcpv4.TransactionID{0, 0, 0, byte(i)}))
+		if _, err := client.WriteToUDP(pkt, pc.LocalAddr().(*net.UDPAddr)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for deadline := time.Now().Add(5 * time.Second); metrictest.Counter(t, f.srv.m.sendErrors) < n && time.Now().Before(deadline); {
+		time.Sleep(5 * time.Millisecond)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if got := metrictest.Counter(t, f.srv.m.sendErrors); got != n {
+		t.Fatalf("send_errors_total = %v, want %d (every reply refused)", got, n)
+	}
+	levels := map[string]int{}
+	for _, l := range strings.Split(strings.TrimSpace(buf.String()), "\n") {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(l), &m); err != nil {
+			t.Fatal(err)
+		}
+		if m["msg"] == "dhcpproxy: send reply" {
+			levels[m["level"].(string)]++
+		}
+	}
+	if levels["WARN"] != sendLogBurst || levels["DEBUG"] != n-sendLogBurst {
+		t.Errorf("%d refused replies wrote %v send-reply lines; want %d at WARN and the rest at DEBUG", n, levels, sendLogBurst)
 	}
 }
