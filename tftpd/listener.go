@@ -95,16 +95,17 @@ func (l *listener) reply(p []byte, d datagram) error {
 
 // hostSource reports whether d's source is one host that may be answered:
 // a port, and an address that is not unspecified, multicast, the limited
-// broadcast, nor the network or directed-broadcast address of one of the
-// IPv4 prefixes of the interface d arrived on (ipv4host.Is). Linux
-// accepts a datagram from a local subnet's broadcast address where
-// reverse-path filtering is off (its default), and a host of that link
-// that forged it sees the answers, the OACK's port among them, and can
-// drive the transfer. The transfer sockets also refuse to send to a
-// broadcast address (setOptions); this check keeps such a request from
-// taking a place or an ERROR at all. A remote subnet's broadcast address
-// cannot be told from a host's here, and routers do not forward directed
-// broadcasts by default.
+// broadcast, nor the network or directed-broadcast address of an IPv4
+// prefix of the interface d arrived on or of any other local interface
+// (ipv4host.Is). Linux accepts a datagram from a local subnet's broadcast
+// address where reverse-path filtering is off (its default), also on an
+// interface other than that subnet's, and a host of that link that forged
+// it sees the answers, the OACK's port among them, and can drive the
+// transfer. The transfer sockets also refuse to send to a broadcast
+// address (setOptions); this check keeps such a request from taking a
+// place, an ERROR or a log line at all. A remote subnet's broadcast
+// address cannot be told from a host's here, and routers do not forward
+// directed broadcasts by default.
 func (s *Server) hostSource(d datagram) bool {
 	a := d.client.Addr()
 	if d.client.Port() == 0 || !a.IsValid() || a.IsUnspecified() || a.IsMulticast() {
@@ -114,15 +115,14 @@ func (s *Server) hostSource(d datagram) bool {
 		return true
 	}
 	info, _ := s.ifaces.get(d.ifIndex)
-	if len(info.nets) == 0 {
-		return ipv4host.Is(a, netip.Prefix{})
-	}
-	for _, p := range info.nets {
-		if !ipv4host.Is(a, p) {
-			return false
+	for _, nets := range [2][]netip.Prefix{info.nets, s.ifaces.allNets()} {
+		for _, p := range nets {
+			if !ipv4host.Is(a, p) {
+				return false
+			}
 		}
 	}
-	return true
+	return ipv4host.Is(a, netip.Prefix{})
 }
 
 // replySource is the address answers to a datagram sent to dst come
@@ -135,13 +135,17 @@ func replySource(dst net.IP) net.IP {
 	return dst
 }
 
-// ifaceCache remembers interface MTUs and names for a while: looking one
-// up costs a netlink dump, too much to do per request.
+// ifaceCache remembers interface MTUs and names, and the host's IPv4
+// prefixes, for a while: looking one up costs a netlink dump, too much to
+// do per request.
 type ifaceCache struct {
-	now func() time.Time
+	now       func() time.Time
+	listAddrs func() ([]net.Addr, error) // every interface's addresses: net.InterfaceAddrs
 
-	mu sync.Mutex
-	m  map[int]ifaceInfo
+	mu    sync.Mutex
+	m     map[int]ifaceInfo
+	all   []netip.Prefix // every interface's IPv4 prefixes (hostSource)
+	allAt time.Time
 }
 
 type ifaceInfo struct {
@@ -151,13 +155,8 @@ type ifaceInfo struct {
 	at   time.Time
 }
 
-// ipv4Prefixes are the IPv4 prefixes of ifi's addresses; none when they
-// cannot be listed.
-func ipv4Prefixes(ifi *net.Interface) []netip.Prefix {
-	addrs, err := ifi.Addrs()
-	if err != nil {
-		return nil
-	}
+// ipv4Prefixes are the IPv4 prefixes among addrs.
+func ipv4Prefixes(addrs []net.Addr) []netip.Prefix {
 	var nets []netip.Prefix
 	for _, a := range addrs {
 		n, ok := a.(*net.IPNet)
@@ -176,11 +175,28 @@ func ipv4Prefixes(ifi *net.Interface) []netip.Prefix {
 	return nets
 }
 
+// allNets returns the IPv4 prefixes of every local interface, listed at
+// most once per ifaceTTL; the last list (none at first) while they cannot
+// be listed.
+func (c *ifaceCache) allNets() []netip.Prefix {
+	now := c.now()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.allAt.IsZero() && now.Sub(c.allAt) < ifaceTTL && !now.Before(c.allAt) {
+		return c.all
+	}
+	c.allAt = now
+	if addrs, err := c.listAddrs(); err == nil {
+		c.all = ipv4Prefixes(addrs)
+	}
+	return c.all
+}
+
 // ifaceTTL is how long a looked-up MTU is used.
 const ifaceTTL = 10 * time.Second
 
 func newIfaceCache(now func() time.Time) *ifaceCache {
-	return &ifaceCache{now: now, m: map[int]ifaceInfo{}}
+	return &ifaceCache{now: now, listAddrs: net.InterfaceAddrs, m: map[int]ifaceInfo{}}
 }
 
 // get returns the interface with this index; ok is false when it is
@@ -200,7 +216,8 @@ func (c *ifaceCache) get(index int) (ifaceInfo, bool) {
 	if err != nil {
 		return ifaceInfo{}, false
 	}
-	info = ifaceInfo{mtu: ifi.MTU, name: ifi.Name, nets: ipv4Prefixes(ifi), at: now}
+	addrs, _ := ifi.Addrs()
+	info = ifaceInfo{mtu: ifi.MTU, name: ifi.Name, nets: ipv4Prefixes(addrs), at: now}
 	c.mu.Lock()
 	c.m[index] = info
 	c.mu.Unlock()

@@ -26,24 +26,24 @@ type Server struct {
 	now    func() time.Time
 
 	// Refusals (ERROR packets to requests that start no transfer) sent
-	// per source address and in all: an ERROR is larger than the smallest
-	// request that earns one, and goes to whatever source the request
-	// names.
+	// per source address: an ERROR is larger than the smallest request
+	// that earns one, and goes to whatever source the request names.
 	errPerSource *ratelimit.Keyed[netip.Addr]
-	errAll       *ratelimit.Keyed[struct{}]
 }
 
-// Refusal budgets: errSourceBurst ERRORs to one address, then one per
-// errSourceEvery; errAllBurst to all, then one per errAllEvery. A client
-// refused that way gets no answer and gives up at its timeout, as if the
-// ERROR were lost. The burst holds the dozen names PXELINUX or GRUB try
-// one after another, each expecting "file not found" at once.
+// Refusal budget: errSourceBurst ERRORs to one address, then one per
+// errSourceEvery, for errSourceMax addresses at a time (those beyond share
+// one more such budget). An ERROR goes to whatever source a request
+// names, so without it a forger could aim a stream of them at any host.
+// A client refused that way gets no answer and gives up at its timeout,
+// as if the ERROR were lost. The burst holds the dozen names PXELINUX or
+// GRUB try one after another, each expecting "file not found" at once.
+// There is no budget for all sources together: forged requests from many
+// addresses would spend it and silence every machine's refusals.
 const (
 	errSourceBurst = 16
 	errSourceEvery = time.Second / 4
-	errSourceMax   = 1024
-	errAllBurst    = 64
-	errAllEvery    = time.Second / 64
+	errSourceMax   = 4096
 )
 
 // flushEvery is how often suppressed log counts are reported once their
@@ -67,7 +67,6 @@ func New(cfg Config) (*Server, error) {
 	s.stages = ratelimit.NewStages(func(string) { m.suppressed.Inc() })
 	s.ifaces = newIfaceCache(s.now)
 	s.errPerSource = ratelimit.NewKeyed[netip.Addr](errSourceBurst, errSourceEvery, errSourceMax)
-	s.errAll = ratelimit.NewKeyed[struct{}](errAllBurst, errAllEvery, 1)
 	return s, nil
 }
 
@@ -208,19 +207,15 @@ func (s *Server) preempt(p *preemption, d datagram) {
 
 // refuse answers a request with an ERROR from the listening socket and
 // logs and counts it. err is logged, tell is sent. Past the refusal
-// budgets the ERROR is not sent, and counted as a drop (error_limit).
+// budget the ERROR is not sent, and the request is counted as a drop
+// (error_limit) instead, at Debug.
 func (s *Server) refuse(l *listener, d datagram, file string, log *slog.Logger, op, result string, err, tell error) {
-	s.m.transfers.WithLabelValues(result).Inc()
-	s.logResult(log, d.client, logName(file), slog.LevelInfo, result, "op", op, "result", result, "err", err)
-	now := s.now()
-	ok, _ := s.errPerSource.Allow(d.client.Addr(), now)
-	if ok {
-		ok, _ = s.errAll.Allow(struct{}{}, now)
-	}
-	if !ok {
-		s.drop(log, slog.LevelDebug, dropErrorLimit)
+	if ok, _ := s.errPerSource.Allow(d.client.Addr(), s.now()); !ok {
+		s.drop(log, slog.LevelDebug, dropErrorLimit, "op", op, "result", result, "err", err)
 		return
 	}
+	s.m.transfers.WithLabelValues(result).Inc()
+	s.logResult(log, d.client, logName(file), slog.LevelInfo, result, "op", op, "result", result, "err", err)
 	if werr := l.reply(errorPacket(tell.Error()), d); werr != nil && !errors.Is(werr, net.ErrClosed) {
 		s.logDrop(log, slog.LevelWarn, "reply_error", "tftp reply failed", "err", describe(werr))
 	}

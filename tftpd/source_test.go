@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"errors"
+	"fmt"
 	"net"
 	"net/netip"
 	"os"
@@ -137,6 +138,50 @@ func TestHostSource(t *testing.T) {
 	}
 }
 
+// The broadcast address of another interface's subnet is no host either:
+// with reverse-path filtering off, Linux delivers a datagram from eth0's
+// broadcast address that arrives on lo. The other interface's prefixes
+// come from the host's address list, given here so that the test needs
+// no second interface.
+func TestHostSourceOtherInterfaces(t *testing.T) {
+	lo, err := net.InterfaceByName("lo")
+	if err != nil {
+		t.Skipf("no lo: %v", err)
+	}
+	listed := 0
+	ifaces := newIfaceCache(time.Now)
+	ifaces.listAddrs = func() ([]net.Addr, error) {
+		listed++
+		return []net.Addr{
+			&net.IPNet{IP: net.IPv4(127, 0, 0, 1), Mask: net.CIDRMask(8, 32)},
+			&net.IPNet{IP: net.IPv4(192, 0, 2, 10), Mask: net.CIDRMask(24, 32)},
+			&net.IPNet{IP: net.IPv4(198, 51, 100, 7), Mask: net.CIDRMask(31, 32)},
+			&net.IPNet{IP: net.ParseIP("fd00::1"), Mask: net.CIDRMask(64, 128)},
+		}, nil
+	}
+	s := &Server{ifaces: ifaces}
+	for _, c := range []struct {
+		from string
+		want bool
+	}{
+		{"192.0.2.255:1000", false},
+		{"192.0.2.0:1000", false},
+		{"192.0.2.77:1000", true},
+		{"198.51.100.6:1000", true}, // a /31 has two hosts (RFC 3021)
+		{"198.51.100.7:1000", true},
+		{"203.0.113.255:1000", true}, // a remote subnet's: cannot be told
+		{"127.0.0.9:1000", true},
+	} {
+		d := datagram{client: netip.MustParseAddrPort(c.from), ifIndex: lo.Index}
+		if got := s.hostSource(d); got != c.want {
+			t.Errorf("hostSource(%s on lo, 192.0.2.10/24 on another interface) = %v, want %v", c.from, got, c.want)
+		}
+	}
+	if listed != 1 {
+		t.Errorf("the address list was read %d times for 7 requests; want once per %s", listed, ifaceTTL)
+	}
+}
+
 // Requests forged with a machine's address, never acknowledged, no
 // longer hold all of its places until they time out: past the grace the
 // oldest gives its place to the machine's own request.
@@ -185,6 +230,85 @@ func TestRefusalsBounded(t *testing.T) {
 	}
 	if got != errSourceBurst {
 		t.Errorf("%d write requests got %d ERRORs, want %d (the per-source burst)", n, got, errSourceBurst)
+	}
+}
+
+// Forged requests from many addresses must not silence another machine's
+// refusals: a budget for all sources together let a flood of 4-byte write
+// requests from made-up sources use up every ERROR, and a real machine's
+// "file not found" never came.
+func TestForgedRefusalsDoNotSilenceOthers(t *testing.T) {
+	fx := start(t, Config{})
+	var flood []*net.UDPConn
+	for i := range 200 {
+		c := dialFrom(t, fmt.Sprintf("127.0.%d.%d", 1+i/250, 2+i%250), fx.addr, nil)
+		defer c.Close()
+		flood = append(flood, c)
+	}
+	to, err := net.ResolveUDPAddr("udp", fx.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for round := range 10 { // 10 per source, within each one's burst
+		for _, c := range flood {
+			if _, err := c.WriteToUDP([]byte{0, 2, 0, 0}, to); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// Read before the next round: the socket's buffer would drop
+		// the rest, and the test is of the budget, not of the buffer.
+		waitMetric(t, fx, `siteboot_tftp_transfers_total{result="refused"}`, float64(len(flood)*(round+1)))
+	}
+	victim := dialFrom(t, "127.9.9.9", fx.addr, nil)
+	defer victim.Close()
+	names := []string{"pxelinux.cfg/01-aa-bb-cc-dd-ee-ff", "pxelinux.cfg/C0A80A05", "pxelinux.cfg/default"}
+	for _, name := range names {
+		send(t, victim, fx.addr, request(1, name, "octet"))
+	}
+	if got := countPackets(t, victim, time.Second); got != len(names) {
+		t.Errorf("after 2,000 forged write requests from 200 sources, a machine's %d requests for missing names got %d ERRORs",
+			len(names), got)
+	}
+}
+
+// Ten machines that each try twelve missing names at once (PXELINUX's
+// and GRUB's search orders) all get their twelve ERRORs.
+func TestConfigProbeStormAllAnswered(t *testing.T) {
+	fx := start(t, Config{})
+	var cs []*net.UDPConn
+	for m := range 10 {
+		c := dialFrom(t, fmt.Sprintf("127.0.5.%d", 10+m), fx.addr, nil)
+		defer c.Close()
+		cs = append(cs, c)
+	}
+	for p := range 12 {
+		for _, c := range cs {
+			send(t, c, fx.addr, request(1, fmt.Sprintf("grub.cfg-%02d", p), "octet"))
+		}
+	}
+	for i, c := range cs {
+		if got := countPackets(t, c, 500*time.Millisecond); got != 12 {
+			t.Errorf("machine %d: 12 requests for missing names got %d ERRORs", i, got)
+		}
+	}
+	if n := metrictest.Values(t, fx.reg)[`siteboot_tftp_transfers_total{result="not_found"}`]; n != 120 {
+		t.Errorf(`transfers_total{result="not_found"} = %v, want 120`, n)
+	}
+}
+
+// countPackets counts the datagrams c receives until none comes for quiet.
+func countPackets(t *testing.T, c *net.UDPConn, quiet time.Duration) int {
+	t.Helper()
+	n := 0
+	buf := make([]byte, 2048)
+	for {
+		if err := c.SetReadDeadline(time.Now().Add(quiet)); err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := c.ReadFromUDP(buf); err != nil {
+			return n
+		}
+		n++
 	}
 }
 
