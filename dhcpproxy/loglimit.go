@@ -93,7 +93,8 @@ func (l logLimits) answerLevel(level slog.Level, mac, stage string, now time.Tim
 // the MAC (if any) may log now in its stage, the source may log now and
 // all sources together may, Debug otherwise; and how many of the source's
 // lines were held back before this one. The source's limit is asked
-// first: a source over it must not spend the others' shared lines.
+// first: a source over it must not spend the others' shared lines; a
+// line the shared limit then refuses gives the source its token back.
 func (l logLimits) level(want slog.Level, stage, mac string, src logSource, now time.Time) (slog.Level, slog.Attr) {
 	if mac != "" {
 		if lv, _ := l.stages.Level(mac, stage, want, now); lv != want {
@@ -102,7 +103,11 @@ func (l logLimits) level(want slog.Level, stage, mac string, src logSource, now 
 	}
 	ok, held := l.perSource.Allow(src, now)
 	if ok {
-		ok, _ = l.all.Allow(struct{}{}, now)
+		if ok, _ = l.all.Allow(struct{}{}, now); !ok {
+			// Not written: the source keeps its token, and its next
+			// line counts this one as held back.
+			l.perSource.Unspend(src, held)
+		}
 	}
 	if !ok {
 		if mac != "" {

@@ -59,3 +59,29 @@ func TestUnknownFloodFromForgedSourcesBounded(t *testing.T) {
 		t.Errorf("only %d lines: the flood must still be seen", lines)
 	}
 }
+
+// A relay's real lines that the shared budget refused during a flood
+// from forged sources must not spend the relay's own: its first line once
+// the flood is over is written, and says how many were held back.
+func TestSharedBudgetLeavesSourceTokens(t *testing.T) {
+	l := newLogLimits(nil)
+	now := time.Unix(1_000_000, 0)
+	for i := range allLogBurst + 100 { // the flood spends the shared budget
+		src := logSource{iface: "eth0", addr: netip.AddrFrom4([4]byte{172, 16, byte(i >> 8), byte(i)})}
+		l.level(slog.LevelWarn, stageUnknown, fmt.Sprintf("02:00:00:00:%02x:%02x", i>>8, i&0xff), src, now)
+	}
+	relay := logSource{iface: "eth0", addr: netip.MustParseAddr("10.9.0.1")}
+	for i := range sourceLogBurst { // as many real machines as the relay's burst, during the flood
+		if lv, _ := l.level(slog.LevelWarn, stageUnknown, fmt.Sprintf("0a:00:00:00:00:%02x", i), relay, now); lv != slog.LevelDebug {
+			t.Fatalf("line %d during the flood at %v; the shared budget should hold it", i, lv)
+		}
+	}
+	later := now.Add(2 * allLogEvery) // the shared budget has lines again
+	lv, held := l.level(slog.LevelWarn, stageUnknown, "0a:00:00:00:01:00", relay, later)
+	if lv != slog.LevelWarn {
+		t.Fatalf("the relay's first line after the flood is at %v: lines never written spent its budget", lv)
+	}
+	if held.Key != "suppressed" || held.Value.Uint64() != sourceLogBurst {
+		t.Errorf("its attribute %v; want suppressed=%d", held, sourceLogBurst)
+	}
+}

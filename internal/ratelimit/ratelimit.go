@@ -71,6 +71,26 @@ func (k *Keyed[K]) Allow(key K, now time.Time) (ok bool, suppressed uint64) {
 	return ok, suppressed
 }
 
+// Unspend gives back the token a call Allow allowed took, for a call a
+// later limit then refused: the call counts as refused, together with
+// the suppressed count Allow returned for it, so that the key's next
+// allowed call reports them all.
+func (k *Keyed[K]) Unspend(key K, suppressed uint64) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	b, known := k.buckets[key]
+	if !known {
+		b = k.overflow
+	}
+	b.tokens = min(k.burst, b.tokens+1)
+	b.suppressed += suppressed + 1
+	if known {
+		k.buckets[key] = b
+	} else {
+		k.overflow = b
+	}
+}
+
 func (k *Keyed[K]) takeLocked(b *bucket, now time.Time) (bool, uint64) {
 	if now.After(b.at) {
 		b.tokens = min(k.burst, b.tokens+float64(now.Sub(b.at))/float64(k.every))

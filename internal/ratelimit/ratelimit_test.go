@@ -116,3 +116,34 @@ func TestDrain(t *testing.T) {
 		t.Fatalf("Allow after a forced drain took the last token: ok=%v n=%d", ok, n)
 	}
 }
+
+// A call Allow allowed and a later limit refused gives its token back and
+// is counted with the ones held back before it; a key beyond the bound
+// gives it back to the overflow bucket.
+func TestKeyedUnspend(t *testing.T) {
+	k := NewKeyed[string](2, time.Second, 1)
+	k.Allow("a", at(0))
+	k.Allow("a", at(0))
+	if ok, _ := k.Allow("a", at(0)); ok {
+		t.Fatal("a third call within the burst of 2 was allowed")
+	}
+	ok, held := k.Allow("a", at(1)) // one token back; one call held before
+	if !ok || held != 1 {
+		t.Fatalf("after a second: %v, held %d; want allowed, 1", ok, held)
+	}
+	k.Unspend("a", held)
+	ok, held = k.Allow("a", at(1))
+	if !ok || held != 2 {
+		t.Errorf("after Unspend: %v, held %d; want allowed (the token back), 2 (the refused one and the unspent one)", ok, held)
+	}
+	// "b" is beyond maxKeys: its calls go to the overflow bucket.
+	k.Allow("b", at(1))
+	k.Allow("b", at(1))
+	if ok, _ := k.Allow("b", at(1)); ok {
+		t.Fatal("the overflow bucket allowed a third call within its burst")
+	}
+	k.Unspend("b", 0)
+	if ok, held := k.Allow("b", at(1)); !ok || held != 2 {
+		t.Errorf("overflow after Unspend: %v, held %d; want allowed, 2", ok, held)
+	}
+}
