@@ -43,7 +43,7 @@ type Config struct {
 		Listen          string   `yaml:"listen" doc:"HTTP address: scripts, boot files, cache, /healthz, /readyz, /metrics"`
 		Advertise       string   `yaml:"advertise" doc:"base URL machines use to reach HTTP, at most 57 bytes (default: the address a request arrived at and http.listen's port; never the client's Host header)"`
 		MaxConnections  int      `yaml:"max_connections" doc:"open HTTP connections at most; more are answered 503 and closed at once (0: 4096, lowered to fit the file-descriptor limit at two per connection after 1024)"`
-		MaxPerSource    int      `yaml:"max_connections_per_source" doc:"open HTTP connections at most from one client address, so that one host cannot take every place; more are answered 503 and closed at once (0: max_connections/8, at least 64; raise it for a NAT or proxy in front of many machines)"`
+		MaxPerSource    int      `yaml:"max_connections_per_source" doc:"open HTTP connections at most from one client address (an IPv6 /64), so that one address cannot take every place; more are answered 503 and closed at once (0: max_connections/8, at least 64; raise it for a NAT or proxy in front of many machines)"`
 		ProgressTimeout Duration `yaml:"progress_timeout" doc:"abort a response whose client takes no data for this long (up to twice this while its receive window still fills; a slow but moving one is not cut)"`
 	} `yaml:"http"`
 	DHCP struct {

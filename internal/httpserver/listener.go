@@ -2,6 +2,7 @@ package httpserver
 
 import (
 	"net"
+	"sync/atomic"
 	"time"
 )
 
@@ -10,8 +11,14 @@ import (
 const refusal = "HTTP/1.1 503 Service Unavailable\r\nRetry-After: 1\r\nConnection: close\r\n" +
 	"Content-Type: text/plain; charset=utf-8\r\nContent-Length: 25\r\n\r\ntoo many open connections"
 
-// refusalWarnEvery spaces the Warn lines about refusals.
+// refusalWarnEvery spaces the Warn lines about refusals, of each kind.
 const refusalWarnEvery = 10 * time.Second
+
+// refusalLog spaces the Warn lines of one kind of refusal.
+type refusalLog struct {
+	last  atomic.Int64 // when one was last logged at Warn, ns since Server.base
+	since atomic.Int64 // refusals not yet logged at Warn
+}
 
 // listener caps the open connections, in all and per client address, and
 // wraps each in a conn.
@@ -57,10 +64,14 @@ func (s *Server) refuse(c net.Conn, perSource bool) {
 	_ = c.SetWriteDeadline(time.Now().Add(10 * time.Millisecond))
 	_, _ = c.Write([]byte(refusal))
 	c.Close()
-	n := s.refusedSince.Add(1)
+	r := &s.refusalLog[0]
+	if perSource {
+		r = &s.refusalLog[1]
+	}
+	n := r.since.Add(1)
 	now := int64(time.Since(s.base))
-	if last := s.lastWarn.Load(); now-last >= int64(refusalWarnEvery) && s.lastWarn.CompareAndSwap(last, now) {
-		s.refusedSince.Add(-n)
+	if last := r.last.Load(); now-last >= int64(refusalWarnEvery) && r.last.CompareAndSwap(last, now) {
+		r.since.Add(-n)
 		if perSource {
 			s.log.Warn("http: connections refused: max connections per source open", "refused", n,
 				"max_per_source", s.cfg.MaxPerSource, "remote", c.RemoteAddr().String())

@@ -61,11 +61,11 @@ type Config struct {
 	// descriptors per connection (the socket and the file a response
 	// reads) after 1,024 kept for the rest.
 	MaxConnections int
-	// MaxPerSource caps the open connections from one client address, so
-	// that one host cannot take every place and keep the others on 503;
-	// 0 is MaxConnections/8, at least 64 (512 at the default cap). A
-	// machine that boots holds one to three; a NAT or a proxy in front of
-	// many machines needs more.
+	// MaxPerSource caps the open connections from one client address (an
+	// IPv6 /64), so that one address cannot take every place and keep the
+	// others on 503; 0 is MaxConnections/8, at least 64 (512 at the
+	// default cap). A machine that boots holds one to three; a NAT or a
+	// proxy in front of many machines needs more.
 	MaxPerSource int
 	// UnsentBudget bounds the bytes all connections together hold in
 	// their sockets unsent, shared among the open ones (each between 128
@@ -84,14 +84,13 @@ type Server struct {
 	log  *slog.Logger
 	base time.Time // the zero of the connections' monotonic clocks
 
-	open         atomic.Int64 // connections accepted and not yet closed
-	unsent       int64        // bytes all connections together may hold unsent (lowatFor)
-	bulk         *bulkLoops   // the loops that send large bodies (bulk.go)
-	refused      prometheus.Counter
-	stalled      prometheus.Counter
-	lastWarn     atomic.Int64 // when a refusal was last logged at Warn, ns since base
-	refusedSince atomic.Int64 // refusals not yet logged at Warn
-	refusedFrom  prometheus.Counter
+	open        atomic.Int64 // connections accepted and not yet closed
+	unsent      int64        // bytes all connections together may hold unsent (lowatFor)
+	bulk        *bulkLoops   // the loops that send large bodies (bulk.go)
+	refused     prometheus.Counter
+	stalled     prometheus.Counter
+	refusalLog  [2]refusalLog // refusals over MaxConnections [0] and MaxPerSource [1]
+	refusedFrom prometheus.Counter
 
 	srcMu    sync.Mutex
 	bySource map[netip.Addr]int // open connections per client address; at most MaxConnections keys
@@ -124,7 +123,9 @@ func New(cfg Config) (*Server, error) {
 	}
 	s := &Server{cfg: cfg, log: cfg.Logger, base: time.Now(), unsent: cfg.UnsentBudget,
 		bulk: newBulkLoops(bulkLoopCount, cfg.ProgressTimeout), bySource: map[netip.Addr]int{}}
-	s.lastWarn.Store(-int64(refusalWarnEvery))
+	for i := range s.refusalLog {
+		s.refusalLog[i].last.Store(-int64(refusalWarnEvery))
+	}
 	opts := func(name, help string) prometheus.CounterOpts {
 		return prometheus.CounterOpts{Namespace: "siteboot", Subsystem: "http", Name: name, Help: help}
 	}
@@ -261,13 +262,23 @@ func (s *Server) releaseSource(a netip.Addr) {
 	s.bySource[a]--
 }
 
-// sourceOf is the client address of c, unmapped; invalid when c is not
-// TCP.
+// sourceOf is what MaxPerSource counts c against: its client's IPv4
+// address, or the /64 of its IPv6 address (one host gets a whole /64 by
+// SLAAC and picks addresses in it at will); invalid when c is not TCP.
 func sourceOf(c net.Conn) netip.Addr {
 	if a, ok := c.RemoteAddr().(*net.TCPAddr); ok {
-		return a.AddrPort().Addr().Unmap()
+		return sourceKey(a.AddrPort().Addr())
 	}
 	return netip.Addr{}
+}
+
+func sourceKey(a netip.Addr) netip.Addr {
+	a = a.Unmap().WithZone("")
+	if a.Is6() {
+		p, _ := a.Prefix(64)
+		return p.Addr()
+	}
+	return a
 }
 
 // Listener wraps ln: it accepts at most MaxConnections connections at a
@@ -297,7 +308,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener, h http.Handler) err
 			_ = sh.Shutdown(sctx)
 		}
 	}()
-	s.log.Info("http listening", "addr", ln.Addr().String(), "max_connections", s.cfg.MaxConnections,
+	s.log.Info("http listening", "addr", ln.Addr().String(), "max_connections", s.cfg.MaxConnections, "max_per_source", s.cfg.MaxPerSource,
 		"progress_timeout", s.cfg.ProgressTimeout, "unsent_budget", s.cfg.UnsentBudget)
 	err := srv.Serve(ln)
 	if errors.Is(err, http.ErrServerClosed) {

@@ -339,3 +339,23 @@ func waitFor(t *testing.T, cond func() bool) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// MaxPerSource counts an IPv4 address, mapped or not, as itself, and an
+// IPv6 address by its /64: a host picks addresses in its SLAAC /64 at
+// will.
+func TestSourceKey(t *testing.T) {
+	for _, c := range []struct{ a, b string }{
+		{"192.0.2.7", "192.0.2.7"},
+		{"::ffff:192.0.2.7", "192.0.2.7"},
+		{"fd00:1:2:3:aaaa::1", "fd00:1:2:3::"},
+		{"fd00:1:2:3:bbbb:cccc:dddd:eeee", "fd00:1:2:3::"},
+		{"fe80::1%eth0", "fe80::"},
+	} {
+		if got := sourceKey(netip.MustParseAddr(c.a)); got != netip.MustParseAddr(c.b) {
+			t.Errorf("sourceKey(%s) = %s, want %s", c.a, got, c.b)
+		}
+	}
+	if sourceKey(netip.MustParseAddr("fd00:1:2:3::1")) == sourceKey(netip.MustParseAddr("fd00:1:2:4::1")) {
+		t.Error("two /64s counted as one")
+	}
+}
