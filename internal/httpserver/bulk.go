@@ -52,6 +52,22 @@ const (
 	bulkSweepMax = time.Second
 )
 
+// Turns. A loop sends to at most bulkActive bodies at once; the others
+// wait in the order they came. While any wait, a body gives up its place
+// after bulkTurn bytes, or after bulkTurnTime if its client takes them
+// slower (a slow client must not hold a place a fast one could use), and
+// goes to the back of the line; what its socket holds still drains
+// meanwhile. Without turns, a thousand sockets were filled at once: in a
+// 1,000-machine storm (256 KiB windows) the host's TCP memory peaked at
+// 694 MiB, in pressure, with twice the retransmissions, and the storm
+// took 59-60 s; with them 124-132 MiB and 47-49 s (BENCHMARKS.md,
+// section G, "Turns").
+const (
+	bulkActive   = 32
+	bulkTurn     = 1 << 20
+	bulkTurnTime = 250 * time.Millisecond
+)
+
 // bulkJob is one body: sock and src stay open while it runs (SendFileAt
 // waits for it inside the connection's raw write, which holds the
 // descriptor).
@@ -66,6 +82,8 @@ type bulkJob struct {
 	aborted   atomic.Bool
 	loop      *bulkLoop // the loop it was given to
 	done      chan struct{}
+	turnLeft  int64     // bytes left in its turn
+	turnEnds  time.Time // when its turn ends if it has not sent turnLeft
 }
 
 // errNoLoop ends a job a loop could not take on (its socket could not be
@@ -79,6 +97,8 @@ type bulkLoops struct {
 	idle    time.Duration // bulkIdle; tests shorten it
 	loops   []*bulkLoop
 	served  atomic.Int64 // jobs a loop ended, for tests
+	yields  atomic.Int64 // turns given up while others waited, for tests
+	peak    atomic.Int64 // the most bodies a loop sent to at once, for tests
 }
 
 func newBulkLoops(n int, timeout time.Duration) *bulkLoops {
@@ -221,19 +241,50 @@ func (l *bulkLoop) run(epfd, evfd int, started chan<- struct{}) {
 	l.tid.Store(int64(tid))
 	close(started)
 
-	jobs := map[int]*bulkJob{}
-	var info tcpInfo
+	var (
+		jobs  = map[int]*bulkJob{} // the bodies taking their turn, by socket
+		queue []*bulkJob           // the bodies waiting for a turn, in order
+		info  tcpInfo
+	)
+	// begin gives j a turn: its socket joins the epoll set.
+	begin := func(j *bulkJob, now time.Time) {
+		if err := unix.EpollCtl(epfd, unix.EPOLL_CTL_ADD, j.sock, &unix.EpollEvent{Events: unix.EPOLLOUT, Fd: int32(j.sock)}); err != nil {
+			j.err = errNoLoop // the connection goes on from j.off itself
+			l.done(j)
+			return
+		}
+		j.last, j.turnLeft, j.turnEnds = now, bulkTurn, now.Add(bulkTurnTime)
+		jobs[j.sock] = j
+		if n := int64(len(jobs)); n > l.b.peak.Load() {
+			l.b.peak.Store(n)
+		}
+		l.send(jobs, j)
+	}
+	// yield ends j's turn and puts it at the back of the line.
+	yield := func(j *bulkJob) {
+		_ = unix.EpollCtl(epfd, unix.EPOLL_CTL_DEL, j.sock, nil)
+		delete(jobs, j.sock)
+		queue = append(queue, j)
+		l.b.yields.Add(1)
+	}
 	events := make([]unix.EpollEvent, 256)
-	idleSince, lastSweep := time.Now(), time.Now()
+	idleSince, lastSweep, lastTurns := time.Now(), time.Now(), time.Now()
 	for {
 		wait := max(l.b.sweep-time.Since(lastSweep), time.Millisecond)
-		if len(jobs) == 0 {
+		switch {
+		case len(queue) > 0:
+			wait = min(wait, max(bulkTurnTime/4-time.Since(lastTurns), time.Millisecond))
+		case len(jobs) == 0:
 			wait = max(l.b.idle-time.Since(idleSince), time.Millisecond)
 		}
 		n, err := unix.EpollWait(epfd, events, int(max(wait/time.Millisecond, 1)))
 		if err != nil && err != unix.EINTR {
 			// Cannot happen with a valid epoll fd: fail what runs and
 			// what waits, and stop.
+			for _, j := range queue {
+				j.err = os.NewSyscallError("epoll_wait", err)
+				l.done(j)
+			}
 			l.fail(jobs, os.NewSyscallError("epoll_wait", err))
 			return
 		}
@@ -251,26 +302,65 @@ func (l *bulkLoop) run(epfd, evfd int, started chan<- struct{}) {
 						l.done(j)
 						continue
 					}
-					if err := unix.EpollCtl(epfd, unix.EPOLL_CTL_ADD, j.sock, &unix.EpollEvent{Events: unix.EPOLLOUT, Fd: int32(j.sock)}); err != nil {
-						j.err = errNoLoop
-						l.done(j)
-						continue
-					}
-					j.last = time.Now()
-					jobs[j.sock] = j
-					l.send(jobs, j)
+					queue = append(queue, j)
 				}
 				continue
 			}
-			if j := jobs[fd]; j != nil {
-				l.send(jobs, j)
+			j := jobs[fd]
+			if j == nil {
+				continue
+			}
+			l.send(jobs, j)
+			if jobs[fd] == j && j.turnLeft <= 0 {
+				if len(queue) > 0 {
+					yield(j)
+				} else { // nobody waits: another turn at once
+					j.turnLeft, j.turnEnds = bulkTurn, time.Now().Add(bulkTurnTime)
+					l.send(jobs, j)
+				}
 			}
 		}
 		now := time.Now()
+		// A turn that outlasts bulkTurnTime ends only when others wait;
+		// looked at four times a turn, not at every wakeup.
+		if len(queue) > 0 && now.Sub(lastTurns) >= bulkTurnTime/4 {
+			lastTurns = now
+			for _, j := range jobs {
+				if now.After(j.turnEnds) {
+					yield(j)
+				}
+			}
+		}
+		for len(jobs) < bulkActive && len(queue) > 0 {
+			j := queue[0]
+			queue[0] = nil
+			queue = queue[1:]
+			if j.aborted.Load() {
+				j.err = net.ErrClosed
+				l.done(j)
+				continue
+			}
+			begin(j, now)
+		}
+		if len(queue) == 0 {
+			queue = nil // let the array go
+		}
 		// Aborts come with a wakeup; deadlines need a look only every
-		// sweep, not at every socket's turn.
+		// sweep, not at every socket's turn. A body waiting for its turn
+		// has no deadline: the wait is the server's, not its client's.
 		if woken || now.Sub(lastSweep) >= l.b.sweep {
 			lastSweep = now
+			waiting := queue[:0]
+			for _, j := range queue {
+				if j.aborted.Load() {
+					j.err = net.ErrClosed
+					l.done(j)
+					continue
+				}
+				waiting = append(waiting, j)
+			}
+			clear(queue[len(waiting):])
+			queue = waiting
 			for _, j := range jobs {
 				switch {
 				case j.aborted.Load():
@@ -288,7 +378,7 @@ func (l *bulkLoop) run(epfd, evfd int, started chan<- struct{}) {
 				}
 			}
 		}
-		if busy || len(jobs) > 0 {
+		if busy || len(jobs) > 0 || len(queue) > 0 {
 			idleSince = now // idle from the last pass that had a body
 		} else if now.Sub(idleSince) >= l.b.idle && l.stop(jobs) {
 			return
@@ -323,18 +413,19 @@ func (l *bulkLoop) fail(jobs map[int]*bulkJob, err error) {
 }
 
 // send sendfiles into j's socket until it takes no more, bulkChunk went
-// in, the body is sent or an error ends it.
+// in, j's turn is over, the body is sent or an error ends it.
 func (l *bulkLoop) send(jobs map[int]*bulkJob, j *bulkJob) {
 	budget := int64(bulkChunk)
 	for j.left > 0 {
-		if budget <= 0 {
-			return // still writable: epoll_wait reports it again
+		if budget <= 0 || j.turnLeft <= 0 {
+			return // still writable: epoll_wait reports it again, or the turn ends
 		}
-		n, err := unix.Sendfile(j.sock, j.src, &j.off, int(min(j.left, budget)))
+		n, err := unix.Sendfile(j.sock, j.src, &j.off, int(min(j.left, budget, max(j.turnLeft, 1))))
 		if n > 0 {
 			j.sent += int64(n)
 			j.left -= int64(n)
 			budget -= int64(n)
+			j.turnLeft -= int64(n)
 			j.last = time.Now()
 		}
 		switch {

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -319,5 +320,95 @@ func TestSlowReaderAckingIsNotCut(t *testing.T) {
 		if got := metrictest.Counter(t, s.stalled); got != 0 {
 			t.Errorf("loops %v: stalled_responses_total = %v, want 0", loops, got)
 		}
+	}
+}
+
+// A loop sends to at most bulkActive bodies at once, and a body whose
+// client takes nothing gives up its place after bulkTurnTime: clients
+// that read, queued behind more stalled ones than there are places, get
+// their whole bodies while the stalled ones still hold theirs; then the
+// stalled ones read and get theirs, whole.
+func TestBulkTurns(t *testing.T) {
+	s, err := New(Config{ProgressTimeout: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.bulk = newBulkLoops(1, time.Minute)
+	const size = 16 << 20
+	f, data := patterned(t, size)
+	small := net.Dialer{Control: func(_, _ string, rc syscall.RawConn) error {
+		return rc.Control(func(fd uintptr) {
+			_ = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 64<<10)
+		})
+	}}
+	type body struct {
+		c      *conn
+		client net.Conn
+		sent   chan error
+	}
+	start := func(d net.Dialer) body {
+		c, client := pairDial(t, s, d)
+		b := body{c: c, client: client, sent: make(chan error, 1)}
+		go func() {
+			n, err := c.SendFileAt(nil, f, 0, size)
+			if err == nil && n != size {
+				err = fmt.Errorf("sent %d of %d", n, size)
+			}
+			b.sent <- err
+		}()
+		return b
+	}
+	readAll := func(b body) error {
+		got, err := io.ReadAll(io.LimitReader(b.client, size))
+		if err != nil || !bytes.Equal(got, data) {
+			return fmt.Errorf("read %d bytes (%v), not the body", len(got), err)
+		}
+		return <-b.sent
+	}
+	var stalled []body
+	for range bulkActive + 8 {
+		stalled = append(stalled, start(small))
+	}
+	for deadline := time.Now().Add(10 * time.Second); bulkLoad(s) < bulkActive+8; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the loop holds %d bodies, want %d", bulkLoad(s), bulkActive+8)
+		}
+	}
+	var readers []body
+	for range 8 {
+		readers = append(readers, start(net.Dialer{}))
+	}
+	done := make(chan error, len(readers))
+	for _, b := range readers {
+		go func() { done <- readAll(b) }()
+	}
+	timeout := time.After(20 * time.Second)
+	for range readers {
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Error(err)
+			}
+		case <-timeout:
+			t.Fatalf("the readers did not get their bodies in 20 s behind %d stalled ones (turns given up: %d)",
+				len(stalled), s.bulk.yields.Load())
+		}
+	}
+	if got := bulkLoad(s); got != int64(len(stalled)) {
+		t.Errorf("the loop holds %d bodies after the readers', want the %d stalled", got, len(stalled))
+	}
+	for _, b := range stalled {
+		go func() { done <- readAll(b) }()
+	}
+	for range stalled {
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}
+	if p := s.bulk.peak.Load(); p > bulkActive {
+		t.Errorf("the loop sent to %d bodies at once, want at most %d", p, bulkActive)
+	}
+	if s.bulk.yields.Load() == 0 {
+		t.Error("no body gave up its turn")
 	}
 }

@@ -496,13 +496,15 @@ func (c *conn) sendBulk(fd uintptr) bool {
 	}
 	err := c.s.bulk.send(j)
 	c.job.Store(nil)
-	if err != nil || errors.Is(j.err, errNoLoop) {
-		c.sf.noBulk = true
-		return c.sendStep(fd)
-	}
+	// A loop that could not go on with the body (errNoLoop) may have sent
+	// some of it already: the connection goes on from where it stopped.
 	c.sf.off, c.sf.left, c.sf.sent, c.acked = j.off, j.left, c.sf.sent+j.sent, j.acked
 	if j.sent > 0 {
 		c.progress()
+	}
+	if err != nil || errors.Is(j.err, errNoLoop) {
+		c.sf.noBulk = true
+		return c.sendStep(fd)
 	}
 	if j.err != nil {
 		c.sf.err = c.stalledIf(j.err)
