@@ -52,21 +52,38 @@ const (
 	bulkSweepMax = time.Second
 )
 
-// Turns. A loop sends to at most bulkActive bodies at once; the others
-// wait in the order they came. While any wait, a body gives up its place
-// after bulkTurn bytes, or after bulkTurnTime if its client takes them
-// slower (a slow client must not hold a place a fast one could use), and
-// goes to the back of the line; what its socket holds still drains
-// meanwhile. Without turns, a thousand sockets were filled at once: in a
+// Turns. A loop sends to at most bulkActive bodies at once, or to one in
+// bulkWaitTurns of those it holds if that is more; the others wait in the
+// order they came. While more wait than there are free places, a body
+// gives up its place after bulkTurn bytes, or after bulkTurnTime if its
+// client takes them slower (a slow client must not hold a place a fast
+// one could use), and goes to the back of the line; what its socket holds
+// still drains meanwhile. The last in line waits about bulkWaitTurns
+// turns, 4-5 s, however many bodies there are: under iPXE's 15 s
+// sanboot command timeout and ProgressTimeout. Without turns, a thousand sockets were filled at once: in a
 // 1,000-machine storm (256 KiB windows) the host's TCP memory peaked at
 // 694 MiB, in pressure, with twice the retransmissions, and the storm
 // took 59-60 s; with them 124-132 MiB and 47-49 s (BENCHMARKS.md,
 // section G, "Turns").
 const (
-	bulkActive   = 32
-	bulkTurn     = 1 << 20
-	bulkTurnTime = 250 * time.Millisecond
+	bulkActive    = 32
+	bulkWaitTurns = 16
+	bulkTurn      = 1 << 20
+	bulkTurnTime  = 250 * time.Millisecond
 )
+
+// bulkPlaces is how many of the held bodies a loop sends to at once.
+func bulkPlaces(held int) int { return max(bulkActive, held/bulkWaitTurns) }
+
+// Progress across a wait: a body's progress deadline stops while it
+// waits for a turn, unless its client could have taken data during the
+// wait and took none. At the end of its turn the loop notes what its
+// client had ACKed and whether its socket still held data; when the body
+// is begun again, an ACK since counts as progress, a socket that held
+// nothing makes the wait the server's (it is left out), and a socket that
+// held data its client never ACKed makes the wait a stall like any other.
+// So a client that stops reading is cut after ProgressTimeout (and the
+// wait and a sweep) however long the line, as without turns.
 
 // bulkJob is one body: sock and src stay open while it runs (SendFileAt
 // waits for it inside the connection's raw write, which holds the
@@ -84,10 +101,14 @@ type bulkJob struct {
 	done      chan struct{}
 	turnLeft  int64     // bytes left in its turn
 	turnEnds  time.Time // when its turn ends if it has not sent turnLeft
+	waitFrom  time.Time // when it last gave up its turn (zero: never)
+	waitAcked uint64    // what its client had ACKed then
+	waitHeld  bool      // whether its socket held data then
 }
 
-// errNoLoop ends a job a loop could not take on (its socket could not be
-// watched); nothing was sent, and the connection sends the body itself.
+// errNoLoop ends a job a loop could not take on or back (its socket
+// could not be watched); the connection sends the rest of the body itself,
+// from j.off.
 var errNoLoop = errors.New("httpserver: no bulk loop for this socket")
 
 // bulkLoops are a Server's loops; a job goes to the one with the fewest.
@@ -253,7 +274,15 @@ func (l *bulkLoop) run(epfd, evfd int, started chan<- struct{}) {
 			l.done(j)
 			return
 		}
-		j.last, j.turnLeft, j.turnEnds = now, bulkTurn, now.Add(bulkTurnTime)
+		switch {
+		case j.waitFrom.IsZero(): // its first turn
+			j.last = now
+		case info.acked(j.sock) > j.waitAcked:
+			j.last = now // its client took data while it waited
+		case !j.waitHeld:
+			j.last = j.last.Add(now.Sub(j.waitFrom)) // nothing to take: the wait was the server's
+		}
+		j.turnLeft, j.turnEnds = bulkTurn, now.Add(bulkTurnTime)
 		jobs[j.sock] = j
 		if n := int64(len(jobs)); n > l.b.peak.Load() {
 			l.b.peak.Store(n)
@@ -261,12 +290,15 @@ func (l *bulkLoop) run(epfd, evfd int, started chan<- struct{}) {
 		l.send(jobs, j)
 	}
 	// yield ends j's turn and puts it at the back of the line.
-	yield := func(j *bulkJob) {
+	yield := func(j *bulkJob, now time.Time) {
 		_ = unix.EpollCtl(epfd, unix.EPOLL_CTL_DEL, j.sock, nil)
 		delete(jobs, j.sock)
+		held, err := unix.IoctlGetInt(j.sock, unix.SIOCOUTQ) // unsent and unacked
+		j.waitFrom, j.waitAcked, j.waitHeld = now, info.acked(j.sock), err != nil || held > 0
 		queue = append(queue, j)
 		l.b.yields.Add(1)
 	}
+	places := func() int { return bulkPlaces(len(jobs) + len(queue)) }
 	events := make([]unix.EpollEvent, 256)
 	idleSince, lastSweep, lastTurns := time.Now(), time.Now(), time.Now()
 	for {
@@ -312,26 +344,28 @@ func (l *bulkLoop) run(epfd, evfd int, started chan<- struct{}) {
 			}
 			l.send(jobs, j)
 			if jobs[fd] == j && j.turnLeft <= 0 {
-				if len(queue) > 0 {
-					yield(j)
-				} else { // nobody waits: another turn at once
+				if len(queue) > places()-len(jobs) {
+					yield(j, time.Now())
+				} else { // no body waits for this place: another turn at once
 					j.turnLeft, j.turnEnds = bulkTurn, time.Now().Add(bulkTurnTime)
 					l.send(jobs, j)
 				}
 			}
 		}
 		now := time.Now()
-		// A turn that outlasts bulkTurnTime ends only when others wait;
-		// looked at four times a turn, not at every wakeup.
-		if len(queue) > 0 && now.Sub(lastTurns) >= bulkTurnTime/4 {
+		// A turn that outlasts bulkTurnTime ends only when more wait than
+		// there are free places; looked at four times a turn, not at every
+		// wakeup.
+		if need := len(queue) - (places() - len(jobs)); need > 0 && now.Sub(lastTurns) >= bulkTurnTime/4 {
 			lastTurns = now
 			for _, j := range jobs {
-				if now.After(j.turnEnds) {
-					yield(j)
+				if need > 0 && now.After(j.turnEnds) {
+					yield(j, now)
+					need--
 				}
 			}
 		}
-		for len(jobs) < bulkActive && len(queue) > 0 {
+		for len(jobs) < places() && len(queue) > 0 {
 			j := queue[0]
 			queue[0] = nil
 			queue = queue[1:]

@@ -412,3 +412,114 @@ func TestBulkTurns(t *testing.T) {
 		t.Error("no body gave up its turn")
 	}
 }
+
+// stalledBodies starts n bodies of size on s to clients with small
+// receive buffers that never read, and returns what each SendFileAt
+// returned, as it returns.
+func stalledBodies(t *testing.T, s *Server, f *os.File, size int64, n int) <-chan error {
+	t.Helper()
+	small := net.Dialer{Control: func(_, _ string, rc syscall.RawConn) error {
+		return rc.Control(func(fd uintptr) {
+			_ = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 64<<10)
+		})
+	}}
+	ended := make(chan error, n)
+	for range n {
+		c, _ := pairDial(t, s, small)
+		go func() {
+			_, err := c.SendFileAt(nil, f, 0, size)
+			ended <- err
+		}()
+	}
+	return ended
+}
+
+// Clients that stop reading are cut after the progress timeout while
+// more bodies wait than a loop has places: a turn given back and begun
+// again does not count as progress when the client took nothing while it
+// waited.
+func TestBulkStalledCutWhileOthersWait(t *testing.T) {
+	const timeout = time.Second
+	s := serverWithLoops(t, timeout, true)
+	s.bulk = newBulkLoops(1, timeout)
+	const size = 16 << 20
+	f, _ := patterned(t, size)
+	n := bulkActive + 8
+	ended := stalledBodies(t, s, f, size, n)
+	deadline := time.After(4*timeout + 4*time.Second)
+	for i := range n {
+		select {
+		case err := <-ended:
+			if !errors.Is(err, os.ErrDeadlineExceeded) {
+				t.Errorf("a stalled body ended with %v, want a deadline error", err)
+			}
+		case <-deadline:
+			t.Fatalf("%d of %d stalled bodies cut %v after a %v progress timeout (turns given up: %d)",
+				i, n, 4*timeout+4*time.Second, timeout, s.bulk.yields.Load())
+		}
+	}
+}
+
+// A stalled client is cut although other bodies come and go on its loop
+// (each arrival made every turn past its time end and begin again).
+func TestBulkStalledCutDespiteArrivals(t *testing.T) {
+	const timeout = time.Second
+	s := serverWithLoops(t, timeout, true)
+	s.bulk = newBulkLoops(1, timeout)
+	f, _ := patterned(t, 16<<20)
+	ended := stalledBodies(t, s, f, 16<<20, 1)
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { // a 2 MiB body to a reading client every 150 ms
+		defer wg.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(150 * time.Millisecond):
+			}
+			c, client := pair(t, s)
+			go func() { _, _ = io.Copy(io.Discard, client) }()
+			if n, err := c.SendFileAt(nil, f, 0, bulkAbove); err != nil || n != bulkAbove {
+				t.Errorf("a reader's body: %d, %v", n, err)
+			}
+			c.Close()
+		}
+	}()
+	defer func() { close(stop); wg.Wait() }()
+	select {
+	case err := <-ended:
+		if !errors.Is(err, os.ErrDeadlineExceeded) {
+			t.Errorf("the stalled body ended with %v, want a deadline error", err)
+		}
+	case <-time.After(4*timeout + 2*time.Second):
+		t.Fatalf("the stalled body is still held %v after a %v progress timeout (turns given up: %d)",
+			4*timeout+2*time.Second, timeout, s.bulk.yields.Load())
+	}
+	// Two bodies at most, far fewer than the places: no turn ends early.
+	if y := s.bulk.yields.Load(); y != 0 {
+		t.Errorf("%d turns given up while places were free", y)
+	}
+}
+
+// A loop sends to bulkActive bodies, or to one in bulkWaitTurns of those it
+// holds when that is more, so that the last in line waits about
+// bulkWaitTurns turns however long the line.
+func TestBulkPlaces(t *testing.T) {
+	for _, c := range []struct{ held, want int }{
+		{0, bulkActive}, {bulkActive, bulkActive}, {bulkActive * bulkWaitTurns, bulkActive},
+		{4096, 4096 / bulkWaitTurns}, {2048, 2048 / bulkWaitTurns},
+	} {
+		if got := bulkPlaces(c.held); got != c.want {
+			t.Errorf("bulkPlaces(%d) = %d, want %d", c.held, got, c.want)
+		}
+	}
+	// The wait of the last in line, in turns: (held - places) / places.
+	for _, held := range []int{100, 1000, 4096, 100000} {
+		p := bulkPlaces(held)
+		if turns := (held - p + p - 1) / p; turns > bulkWaitTurns {
+			t.Errorf("%d bodies: the last waits %d turns, want at most %d", held, turns, bulkWaitTurns)
+		}
+	}
+}
