@@ -2,6 +2,7 @@ package httpserver
 
 import (
 	"errors"
+	"maps"
 	"net"
 	"os"
 	"runtime"
@@ -55,10 +56,13 @@ const (
 // Turns. A loop sends to at most bulkActive bodies at once, or to one in
 // bulkWaitTurns of those it holds if that is more; the others wait in the
 // order they came. While more wait than there are free places, a body
-// gives up its place after bulkTurn bytes, or after bulkTurnTime if its
-// client takes them slower (a slow client must not hold a place a fast
-// one could use), and goes to the back of the line; what its socket holds
-// still drains meanwhile. The last in line waits about bulkWaitTurns
+// gives up its place after bulkTurn bytes and goes to the back of the
+// line. One whose client took less than that in bulkTurnTime gives up its
+// place too (a slow client must not hold a place a fast one could use),
+// but is parked: it joins the line only once its socket can take data
+// again, so that clients that read nothing do not spend the line's turns
+// (each would hold a place for a whole bulkTurnTime in every round). What
+// a socket holds still drains meanwhile. The last in line waits about bulkWaitTurns
 // turns, 4-5 s, however many bodies there are: under iPXE's 15 s
 // sanboot command timeout and ProgressTimeout. Without turns, a thousand sockets were filled at once: in a
 // 1,000-machine storm (256 KiB windows) the host's TCP memory peaked at
@@ -77,13 +81,16 @@ func bulkPlaces(held int) int { return max(bulkActive, held/bulkWaitTurns) }
 
 // Progress across a wait: a body's progress deadline stops while it
 // waits for a turn, unless its client could have taken data during the
-// wait and took none. At the end of its turn the loop notes what its
-// client had ACKed and whether its socket still held data; when the body
-// is begun again, an ACK since counts as progress, a socket that held
-// nothing makes the wait the server's (it is left out), and a socket that
-// held data its client never ACKed makes the wait a stall like any other.
-// So a client that stops reading is cut after ProgressTimeout (and the
-// wait and a sweep) however long the line, as without turns.
+// wait. At the end of its turn the loop notes whether its socket still
+// held data. When the body is begun again, a socket that held nothing
+// makes the wait the server's (it is left out); otherwise the wait counts
+// like any time without progress, and only what counts as progress
+// anywhere else resets the deadline: minAckProgress ACKed since the last
+// look (bulkJob.acking), or a send once the socket reports it can take
+// data (a resumed body waits for EPOLLOUT, as one that never waited).
+// Parked bodies are swept like running ones. So a client that stops
+// reading, or trickles, is cut after ProgressTimeout (and a sweep)
+// however long the line, as without turns.
 
 // bulkJob is one body: sock and src stay open while it runs (SendFileAt
 // waits for it inside the connection's raw write, which holds the
@@ -102,8 +109,28 @@ type bulkJob struct {
 	turnLeft  int64     // bytes left in its turn
 	turnEnds  time.Time // when its turn ends if it has not sent turnLeft
 	waitFrom  time.Time // when it last gave up its turn (zero: never)
-	waitAcked uint64    // what its client had ACKed then
 	waitHeld  bool      // whether its socket held data then
+}
+
+// acking reports whether j's client ACKed at least minAckProgress since
+// the last look, and if so counts that as progress at now. A client still
+// ACKing is slow, not stalled (conn.ackedSince).
+func (j *bulkJob) acking(info *tcpInfo, now time.Time) bool {
+	if !j.ackWatch {
+		return false
+	}
+	a := info.acked(j.sock)
+	if a < j.acked+minAckProgress {
+		return false
+	}
+	j.acked, j.last = a, now
+	return true
+}
+
+// stalled reports whether j has gone timeout without progress; a client
+// still ACKing gets its deadline moved instead.
+func (j *bulkJob) stalled(info *tcpInfo, timeout time.Duration, now time.Time) bool {
+	return timeout > 0 && now.Sub(j.last) >= timeout && !j.acking(info, now)
 }
 
 // errNoLoop ends a job a loop could not take on or back (its socket
@@ -119,6 +146,7 @@ type bulkLoops struct {
 	loops   []*bulkLoop
 	served  atomic.Int64 // jobs a loop ended, for tests
 	yields  atomic.Int64 // turns given up while others waited, for tests
+	parks   atomic.Int64 // of those, the slow ones parked until writable, for tests
 	peak    atomic.Int64 // the most bodies a loop sent to at once, for tests
 }
 
@@ -263,40 +291,53 @@ func (l *bulkLoop) run(epfd, evfd int, started chan<- struct{}) {
 	close(started)
 
 	var (
-		jobs  = map[int]*bulkJob{} // the bodies taking their turn, by socket
-		queue []*bulkJob           // the bodies waiting for a turn, in order
-		info  tcpInfo
+		jobs   = map[int]*bulkJob{} // the bodies taking their turn, by socket
+		queue  []*bulkJob           // the bodies waiting for a turn, in order
+		parked = map[int]*bulkJob{} // slow bodies waiting to be writable, by socket
+		info   tcpInfo
 	)
 	// begin gives j a turn: its socket joins the epoll set.
 	begin := func(j *bulkJob, now time.Time) {
+		first := j.waitFrom.IsZero()
+		switch {
+		case first:
+			j.last = now
+		case !j.waitHeld:
+			j.last = j.last.Add(now.Sub(j.waitFrom)) // nothing to take: the wait was the server's
+		case j.stalled(&info, l.b.timeout, now): // its client took nothing it could have
+			j.err = os.ErrDeadlineExceeded
+			l.done(j)
+			return
+		}
 		if err := unix.EpollCtl(epfd, unix.EPOLL_CTL_ADD, j.sock, &unix.EpollEvent{Events: unix.EPOLLOUT, Fd: int32(j.sock)}); err != nil {
 			j.err = errNoLoop // the connection goes on from j.off itself
 			l.done(j)
 			return
-		}
-		switch {
-		case j.waitFrom.IsZero(): // its first turn
-			j.last = now
-		case info.acked(j.sock) > j.waitAcked:
-			j.last = now // its client took data while it waited
-		case !j.waitHeld:
-			j.last = j.last.Add(now.Sub(j.waitFrom)) // nothing to take: the wait was the server's
 		}
 		j.turnLeft, j.turnEnds = bulkTurn, now.Add(bulkTurnTime)
 		jobs[j.sock] = j
 		if n := int64(len(jobs)); n > l.b.peak.Load() {
 			l.b.peak.Store(n)
 		}
-		l.send(jobs, j)
+		if first {
+			l.send(jobs, j)
+		} // a resumed body sends at its EPOLLOUT, so a trickle cannot pass for progress
 	}
-	// yield ends j's turn and puts it at the back of the line.
-	yield := func(j *bulkJob, now time.Time) {
-		_ = unix.EpollCtl(epfd, unix.EPOLL_CTL_DEL, j.sock, nil)
+	// yield ends j's turn. After a whole turn's bytes it goes to the back
+	// of the line; a slow one (park) stays in the epoll set without a
+	// place, and its EPOLLOUT puts it in line.
+	yield := func(j *bulkJob, now time.Time, park bool) {
 		delete(jobs, j.sock)
 		held, err := unix.IoctlGetInt(j.sock, unix.SIOCOUTQ) // unsent and unacked
-		j.waitFrom, j.waitAcked, j.waitHeld = now, info.acked(j.sock), err != nil || held > 0
-		queue = append(queue, j)
+		j.waitFrom, j.waitHeld = now, err != nil || held > 0
 		l.b.yields.Add(1)
+		if park {
+			parked[j.sock] = j
+			l.b.parks.Add(1)
+			return
+		}
+		_ = unix.EpollCtl(epfd, unix.EPOLL_CTL_DEL, j.sock, nil)
+		queue = append(queue, j)
 	}
 	places := func() int { return bulkPlaces(len(jobs) + len(queue)) }
 	events := make([]unix.EpollEvent, 256)
@@ -306,7 +347,7 @@ func (l *bulkLoop) run(epfd, evfd int, started chan<- struct{}) {
 		switch {
 		case len(queue) > 0:
 			wait = min(wait, max(bulkTurnTime/4-time.Since(lastTurns), time.Millisecond))
-		case len(jobs) == 0:
+		case len(jobs) == 0 && len(parked) == 0:
 			wait = max(l.b.idle-time.Since(idleSince), time.Millisecond)
 		}
 		n, err := unix.EpollWait(epfd, events, int(max(wait/time.Millisecond, 1)))
@@ -317,6 +358,7 @@ func (l *bulkLoop) run(epfd, evfd int, started chan<- struct{}) {
 				j.err = os.NewSyscallError("epoll_wait", err)
 				l.done(j)
 			}
+			maps.Copy(jobs, parked)
 			l.fail(jobs, os.NewSyscallError("epoll_wait", err))
 			return
 		}
@@ -338,6 +380,12 @@ func (l *bulkLoop) run(epfd, evfd int, started chan<- struct{}) {
 				}
 				continue
 			}
+			if j := parked[fd]; j != nil { // writable again: into the line
+				_ = unix.EpollCtl(epfd, unix.EPOLL_CTL_DEL, fd, nil)
+				delete(parked, fd)
+				queue = append(queue, j)
+				continue
+			}
 			j := jobs[fd]
 			if j == nil {
 				continue
@@ -345,7 +393,7 @@ func (l *bulkLoop) run(epfd, evfd int, started chan<- struct{}) {
 			l.send(jobs, j)
 			if jobs[fd] == j && j.turnLeft <= 0 {
 				if len(queue) > places()-len(jobs) {
-					yield(j, time.Now())
+					yield(j, time.Now(), false)
 				} else { // no body waits for this place: another turn at once
 					j.turnLeft, j.turnEnds = bulkTurn, time.Now().Add(bulkTurnTime)
 					l.send(jobs, j)
@@ -360,8 +408,45 @@ func (l *bulkLoop) run(epfd, evfd int, started chan<- struct{}) {
 			lastTurns = now
 			for _, j := range jobs {
 				if need > 0 && now.After(j.turnEnds) {
-					yield(j, now)
+					yield(j, now, true)
 					need--
+				}
+			}
+		}
+		// Aborts come with a wakeup; deadlines need a look only every
+		// sweep, not at every socket's turn. A body in line has none
+		// until its turn (begin), when its client could not take data;
+		// a parked one has, its client could. The sweep goes first, so
+		// that the places it frees are taken in this pass.
+		if woken || now.Sub(lastSweep) >= l.b.sweep {
+			lastSweep = now
+			waiting := queue[:0]
+			for _, j := range queue {
+				if j.aborted.Load() {
+					j.err = net.ErrClosed
+					l.done(j)
+					continue
+				}
+				waiting = append(waiting, j)
+			}
+			clear(queue[len(waiting):])
+			queue = waiting
+			for fd, j := range parked {
+				switch {
+				case j.aborted.Load():
+					delete(parked, fd)
+					l.finish(jobs, j, net.ErrClosed)
+				case j.stalled(&info, l.b.timeout, now):
+					delete(parked, fd)
+					l.finish(jobs, j, os.ErrDeadlineExceeded)
+				}
+			}
+			for _, j := range jobs {
+				switch {
+				case j.aborted.Load():
+					l.finish(jobs, j, net.ErrClosed)
+				case j.stalled(&info, l.b.timeout, now):
+					l.finish(jobs, j, os.ErrDeadlineExceeded)
 				}
 			}
 		}
@@ -379,40 +464,7 @@ func (l *bulkLoop) run(epfd, evfd int, started chan<- struct{}) {
 		if len(queue) == 0 {
 			queue = nil // let the array go
 		}
-		// Aborts come with a wakeup; deadlines need a look only every
-		// sweep, not at every socket's turn. A body waiting for its turn
-		// has no deadline: the wait is the server's, not its client's.
-		if woken || now.Sub(lastSweep) >= l.b.sweep {
-			lastSweep = now
-			waiting := queue[:0]
-			for _, j := range queue {
-				if j.aborted.Load() {
-					j.err = net.ErrClosed
-					l.done(j)
-					continue
-				}
-				waiting = append(waiting, j)
-			}
-			clear(queue[len(waiting):])
-			queue = waiting
-			for _, j := range jobs {
-				switch {
-				case j.aborted.Load():
-					l.finish(jobs, j, net.ErrClosed)
-				case l.b.timeout > 0 && now.Sub(j.last) >= l.b.timeout:
-					// The socket took nothing for a timeout: a client
-					// still ACKing is slow, not stalled (conn.ackedSince).
-					if j.ackWatch {
-						if a := info.acked(j.sock); a >= j.acked+minAckProgress {
-							j.acked, j.last = a, now
-							continue
-						}
-					}
-					l.finish(jobs, j, os.ErrDeadlineExceeded)
-				}
-			}
-		}
-		if busy || len(jobs) > 0 || len(queue) > 0 {
+		if busy || len(jobs) > 0 || len(queue) > 0 || len(parked) > 0 {
 			idleSince = now // idle from the last pass that had a body
 		} else if now.Sub(idleSince) >= l.b.idle && l.stop(jobs) {
 			return

@@ -1,0 +1,147 @@
+package httpserver
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// trickleClients starts n bodies of 16 MiB on s to clients with a 536 B
+// MSS and an 8 KiB receive buffer that read 2 KiB every 50 ms (40 KiB per
+// second: 40 KiB per 1 s progress timeout, under minAckProgress). It returns the SendFileAt results
+// and a stop func that closes everything and waits.
+func trickleClients(t *testing.T, s *Server, n int) (<-chan sendResult, func()) {
+	f, _ := patterned(t, 16<<20)
+	ended := make(chan sendResult, n)
+	quit := make(chan struct{})
+	var wg sync.WaitGroup
+	var conns []*conn
+	for range n {
+		c, client := tinyPair(t, s, 536, 8192)
+		conns = append(conns, c)
+		ch := sendAsync(c, f, 16<<20)
+		wg.Add(2)
+		go func() { defer wg.Done(); ended <- <-ch }()
+		go func() {
+			defer wg.Done()
+			buf := make([]byte, 2048)
+			for {
+				select {
+				case <-quit:
+					return
+				case <-time.After(50 * time.Millisecond):
+				}
+				if _, err := client.Read(buf); err != nil {
+					return
+				}
+			}
+		}()
+	}
+	return ended, func() {
+		close(quit)
+		for _, c := range conns {
+			c.Close()
+		}
+		wg.Wait()
+	}
+}
+
+// A trickle reader is cut without turns (TestTrickleAckerIsCut), and with
+// a line on the loop too (more bodies than places): neither an ACK of a
+// few bytes during its wait nor the few bytes a sendfile at its resumption
+// would push count as progress.
+func TestBulkTrickleCutWhileOthersWait(t *testing.T) {
+	const timeout = time.Second
+	for _, n := range []int{4, bulkActive + 16} {
+		s := serverWithLoops(t, timeout, true)
+		s.bulk = newBulkLoops(1, timeout)
+		ended, stop := trickleClients(t, s, n)
+		cut := 0
+		deadline := time.After(10 * timeout)
+	wait:
+		for cut < n {
+			select {
+			case r := <-ended:
+				if !errors.Is(r.err, os.ErrDeadlineExceeded) {
+					t.Errorf("%d clients: a trickle body ended with %v", n, r.err)
+				}
+				cut++
+			case <-deadline:
+				break wait
+			}
+		}
+		t.Logf("%d trickle clients: %d cut after %v (progress timeout %v; turns given up %d)",
+			n, cut, 10*timeout, timeout, s.bulk.yields.Load())
+		stop()
+		if cut < n {
+			t.Errorf("%d trickle clients (40 KiB per progress timeout): only %d cut in %v", n, cut, 10*timeout)
+		}
+	}
+}
+
+// threadCPU is the user+system time of one of this process's threads, in
+// clock ticks (fields 14 and 15 of /proc/self/task/TID/stat).
+func threadCPU(t *testing.T, tid int) int {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/self/task/%d/stat", tid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := string(b)
+	fields := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
+	u, _ := strconv.Atoi(fields[11])
+	k, _ := strconv.Atoi(fields[12])
+	return u + k
+}
+
+// With more stalled bodies than places, the loop wakes a few times a
+// turn, it does not spin.
+func TestBulkLoopIdlesWithALine(t *testing.T) {
+	s := serverWithLoops(t, time.Minute, true)
+	s.bulk = newBulkLoops(1, time.Minute)
+	f, _ := patterned(t, 16<<20)
+	stalledBodies(t, s, f, 16<<20, 3*bulkActive)
+	waitLoaded(t, s, 3*bulkActive)
+	time.Sleep(time.Second)
+	tid := runningLoop(s)
+	before, y0 := threadCPU(t, tid), s.bulk.yields.Load()
+	time.Sleep(3 * time.Second)
+	used, y := threadCPU(t, tid)-before, s.bulk.yields.Load()-y0
+	t.Logf("loop thread: %d ticks in 3 s, %d turns given up", used, y)
+	if used > 30 { // 10 % of a CPU
+		t.Errorf("the loop used %d ticks of 300 with nothing to send", used)
+	}
+}
+
+// Clients that requested a large body and read nothing cost a reader
+// nothing: their bodies are parked, not put back in line, so they do not
+// hold a place for a whole bulkTurnTime in every round (which gave a
+// reader behind 160 of them 1 MiB per round: 8 MiB in 7.9 s).
+func TestBulkIdleClientsDoNotSlowReaders(t *testing.T) {
+	s := serverWithLoops(t, time.Minute, true)
+	s.bulk = newBulkLoops(1, time.Minute)
+	f, data := patterned(t, 16<<20)
+	const idle = 5 * bulkActive
+	stalledBodies(t, s, f, 16<<20, idle)
+	waitLoaded(t, s, idle)
+	const size = 8 << 20
+	c, client := pair(t, s)
+	start := time.Now()
+	ch := sendAsync(c, f, size)
+	got, err := io.ReadAll(io.LimitReader(client, int64(len("HTTP/1.1 200 OK\r\n\r\n"))+size))
+	took := time.Since(start)
+	r := <-ch
+	if err != nil || r.err != nil || !bytes.Equal(got[len(got)-size:], data[:size]) {
+		t.Fatalf("the reader's body: %d B read (%v), SendFileAt %v", len(got), err, r.err)
+	}
+	t.Logf("an 8 MiB body to a reader behind %d clients that read nothing: %v (%d turns given up, %d parked)", idle, took, s.bulk.yields.Load(), s.bulk.parks.Load())
+	if took > 2*time.Second {
+		t.Errorf("an 8 MiB body to a reader took %v behind %d idle clients", took, idle)
+	}
+}
