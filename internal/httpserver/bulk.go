@@ -380,9 +380,16 @@ func (l *bulkLoop) run(epfd, evfd int, started chan<- struct{}) {
 				}
 				continue
 			}
-			if j := parked[fd]; j != nil { // writable again: into the line
-				_ = unix.EpollCtl(epfd, unix.EPOLL_CTL_DEL, fd, nil)
+			if j := parked[fd]; j != nil {
 				delete(parked, fd)
+				if ev.Events&(unix.EPOLLERR|unix.EPOLLHUP) != 0 {
+					// The client reset or went: end it now, not after a
+					// wait in line holding its descriptor and its image.
+					l.finish(jobs, j, sockError(fd))
+					continue
+				}
+				// Writable again: into the line.
+				_ = unix.EpollCtl(epfd, unix.EPOLL_CTL_DEL, fd, nil)
 				queue = append(queue, j)
 				continue
 			}
@@ -527,6 +534,15 @@ func (l *bulkLoop) send(jobs map[int]*bulkJob, j *bulkJob) {
 		}
 	}
 	l.finish(jobs, j, nil)
+}
+
+// sockError is the error pending on a socket epoll reported in error or
+// hung up, as the next send would have met it (EPIPE when none is).
+func sockError(fd int) error {
+	if e, err := unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_ERROR); err == nil && e != 0 {
+		return unix.Errno(e)
+	}
+	return unix.EPIPE
 }
 
 // finish takes j out of the loop and wakes its connection.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"strconv"
 	"strings"
@@ -143,5 +144,81 @@ func TestBulkIdleClientsDoNotSlowReaders(t *testing.T) {
 	t.Logf("an 8 MiB body to a reader behind %d clients that read nothing: %v (%d turns given up, %d parked)", idle, took, s.bulk.yields.Load(), s.bulk.parks.Load())
 	if took > 2*time.Second {
 		t.Errorf("an 8 MiB body to a reader took %v behind %d idle clients", took, idle)
+	}
+}
+
+// steadyReaders starts n bodies of 16 MiB on s to clients with 128 KiB
+// receive buffers that read 64 KiB every 20 ms (3.2 MB/s): too slow for
+// a whole turn in bulkTurnTime, so each is parked in every round, and
+// back in line a few ms later, which keeps a line of about half a second
+// on the loop. stop closes them.
+func steadyReaders(t *testing.T, s *Server, f *os.File, n int) (stop func()) {
+	quit := make(chan struct{})
+	var wg sync.WaitGroup
+	var conns []*conn
+	for range n {
+		c, client := tinyPair(t, s, 1460, 128<<10)
+		conns = append(conns, c)
+		ch := sendAsync(c, f, 16<<20)
+		wg.Add(2)
+		go func() { defer wg.Done(); <-ch }()
+		go func() {
+			defer wg.Done()
+			buf := make([]byte, 64<<10)
+			for {
+				select {
+				case <-quit:
+					return
+				case <-time.After(20 * time.Millisecond):
+				}
+				if _, err := io.ReadFull(client, buf); err != nil {
+					return
+				}
+			}
+		}()
+	}
+	return func() {
+		close(quit)
+		for _, c := range conns {
+			c.Close()
+		}
+		wg.Wait()
+	}
+}
+
+// A parked body whose client resets ends at once, with the reset: it
+// does not go through the line first, holding its descriptor and its
+// image for a whole wait, to fail only at its turn.
+func TestBulkResetWhileParkedEndsAtOnce(t *testing.T) {
+	s := serverWithLoops(t, time.Minute, true)
+	s.bulk = newBulkLoops(1, time.Minute)
+	f, _ := patterned(t, 16<<20)
+	c, client := tinyPair(t, s, 1460, 64<<10) // reads nothing
+	ch := sendAsync(c, f, 16<<20)
+	waitLoaded(t, s, 1)
+	stop := steadyReaders(t, s, f, 4*bulkActive)
+	defer stop()
+	waitLoaded(t, s, 1+4*bulkActive)
+	// The first body began first, so its turn ran out first once the
+	// line formed; its client never reads, so it stays parked.
+	for start := time.Now(); s.bulk.parks.Load() == 0; time.Sleep(10 * time.Millisecond) {
+		if time.Since(start) > 5*time.Second {
+			t.Fatal("no body parked")
+		}
+	}
+	time.Sleep(time.Second) // the line settles into its rounds
+	if err := client.(*net.TCPConn).SetLinger(0); err != nil {
+		t.Fatal(err)
+	}
+	reset := time.Now()
+	client.Close() // an RST
+	r := waitResult(t, ch, 10*time.Second, "the reset body")
+	took := time.Since(reset)
+	t.Logf("the parked body ended %v after its client's reset, with %v (%d turns given up, %d parked)", took, r.err, s.bulk.yields.Load(), s.bulk.parks.Load())
+	if r.err == nil || errors.Is(r.err, os.ErrDeadlineExceeded) {
+		t.Errorf("the reset body ended with %v, want the reset", r.err)
+	}
+	if took > 100*time.Millisecond {
+		t.Errorf("the parked body ended %v after its client's reset, want at once", took)
 	}
 }
