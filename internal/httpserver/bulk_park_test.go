@@ -14,32 +14,31 @@ import (
 	"time"
 )
 
-// trickleClients starts n bodies of 16 MiB on s to clients with a 536 B
-// MSS and an 8 KiB receive buffer that read 2 KiB every 50 ms (40 KiB per
-// second: 40 KiB per 1 s progress timeout, under minAckProgress). It returns the SendFileAt results
-// and a stop func that closes everything and waits.
-func trickleClients(t *testing.T, s *Server, n int) (<-chan sendResult, func()) {
-	f, _ := patterned(t, 16<<20)
+// pacedClients starts n bodies of 16 MiB of f on s to clients with the
+// given MSS and receive buffer that read chunk bytes every interval. It
+// returns the SendFileAt results, as they end, and a stop func that closes
+// everything and waits.
+func pacedClients(t *testing.T, s *Server, f *os.File, n, mss, rcvbuf, chunk int, every time.Duration) (<-chan sendResult, func()) {
 	ended := make(chan sendResult, n)
 	quit := make(chan struct{})
 	var wg sync.WaitGroup
 	var conns []*conn
 	for range n {
-		c, client := tinyPair(t, s, 536, 8192)
+		c, client := tinyPair(t, s, mss, rcvbuf)
 		conns = append(conns, c)
 		ch := sendAsync(c, f, 16<<20)
 		wg.Add(2)
 		go func() { defer wg.Done(); ended <- <-ch }()
 		go func() {
 			defer wg.Done()
-			buf := make([]byte, 2048)
+			buf := make([]byte, chunk)
 			for {
 				select {
 				case <-quit:
 					return
-				case <-time.After(50 * time.Millisecond):
+				case <-time.After(every):
 				}
-				if _, err := client.Read(buf); err != nil {
+				if _, err := io.ReadFull(client, buf); err != nil {
 					return
 				}
 			}
@@ -63,7 +62,10 @@ func TestBulkTrickleCutWhileOthersWait(t *testing.T) {
 	for _, n := range []int{4, bulkActive + 16} {
 		s := serverWithLoops(t, timeout, true)
 		s.bulk = newBulkLoops(1, timeout)
-		ended, stop := trickleClients(t, s, n)
+		// A 536 B MSS and an 8 KiB receive buffer, 2 KiB read every 50 ms:
+		// 40 KiB per 1 s progress timeout, under minAckProgress.
+		f, _ := patterned(t, 16<<20)
+		ended, stop := pacedClients(t, s, f, n, 536, 8192, 2<<10, 50*time.Millisecond)
 		cut := 0
 		deadline := time.After(10 * timeout)
 	wait:
@@ -147,45 +149,6 @@ func TestBulkIdleClientsDoNotSlowReaders(t *testing.T) {
 	}
 }
 
-// steadyReaders starts n bodies of 16 MiB on s to clients with 128 KiB
-// receive buffers that read 64 KiB every 20 ms (3.2 MB/s): too slow for
-// a whole turn in bulkTurnTime, so each is parked in every round, and
-// back in line a few ms later, which keeps a line of about half a second
-// on the loop. stop closes them.
-func steadyReaders(t *testing.T, s *Server, f *os.File, n int) (stop func()) {
-	quit := make(chan struct{})
-	var wg sync.WaitGroup
-	var conns []*conn
-	for range n {
-		c, client := tinyPair(t, s, 1460, 128<<10)
-		conns = append(conns, c)
-		ch := sendAsync(c, f, 16<<20)
-		wg.Add(2)
-		go func() { defer wg.Done(); <-ch }()
-		go func() {
-			defer wg.Done()
-			buf := make([]byte, 64<<10)
-			for {
-				select {
-				case <-quit:
-					return
-				case <-time.After(20 * time.Millisecond):
-				}
-				if _, err := io.ReadFull(client, buf); err != nil {
-					return
-				}
-			}
-		}()
-	}
-	return func() {
-		close(quit)
-		for _, c := range conns {
-			c.Close()
-		}
-		wg.Wait()
-	}
-}
-
 // A parked body whose client resets ends at once, with the reset: it
 // does not go through the line first, holding its descriptor and its
 // image for a whole wait, to fail only at its turn.
@@ -196,7 +159,11 @@ func TestBulkResetWhileParkedEndsAtOnce(t *testing.T) {
 	c, client := tinyPair(t, s, 1460, 64<<10) // reads nothing
 	ch := sendAsync(c, f, 16<<20)
 	waitLoaded(t, s, 1)
-	stop := steadyReaders(t, s, f, 4*bulkActive)
+	// Steady readers: 128 KiB receive buffers, 64 KiB read every 20 ms
+	// (3.2 MB/s), too slow for a whole turn in bulkTurnTime, so each gives
+	// up its place in every round and is back in line a few ms later,
+	// which keeps a line of about a fifth of a second on the loop.
+	_, stop := pacedClients(t, s, f, 4*bulkActive, 1460, 128<<10, 64<<10, 20*time.Millisecond)
 	defer stop()
 	waitLoaded(t, s, 1+4*bulkActive)
 	// The first body began first, so its turn ran out first once the
