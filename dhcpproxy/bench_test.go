@@ -22,14 +22,21 @@ func bigState(b *testing.B, n int) *site.State {
 	for i := range entries {
 		entries[i] = &sitev1.ProxyDhcpEntry{Mac: benchMAC(i), NotAfter: live}
 	}
-	cmd, err := proto.Marshal(&statev1.SiteCommand{At: timestamppb.New(testNow),
-		Op: &statev1.SiteCommand_PutEntries{PutEntries: &statev1.PutEntries{NodeId: "n", Entries: entries}}})
-	if err != nil {
-		b.Fatal(err)
-	}
 	st := site.NewState()
-	if err, ok := st.ApplyCommand(cmd).(error); ok {
-		b.Fatal(err)
+	for len(entries) > 0 { // a command carries at most 256 entries
+		k := min(len(entries), 256)
+		cmd, err := proto.Marshal(&statev1.SiteCommand{At: timestamppb.New(testNow),
+			Op: &statev1.SiteCommand_PutEntries{PutEntries: &statev1.PutEntries{NodeId: "n", Entries: entries[:k]}}})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err, ok := st.ApplyCommand(cmd).(error); ok {
+			b.Fatal(err)
+		}
+		entries = entries[k:]
+	}
+	if got, _, _ := st.Counts(testNow); got != n {
+		b.Fatalf("state holds %d entries, want %d", got, n)
 	}
 	return st
 }

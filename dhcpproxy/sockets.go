@@ -16,7 +16,7 @@ import (
 // A storm's DISCOVERs arrive as a burst of broadcasts. One reader on a
 // default receive buffer (about 200 KiB, a few hundred packets) dropped
 // 62–218 of them per 1,000-machine storm (issue 15), so every socket gets
-// a larger buffer and several readers.
+// a larger buffer, and is read in batches (batchio.go).
 const (
 	// rcvBufWant is the receive buffer asked for: about 6,000 DISCOVERs
 	// queued (each costs its ~2.3 KiB skb truesize, not its 300 bytes).
@@ -25,10 +25,11 @@ const (
 	rcvBufWant = 8 << 20
 )
 
-// readersPerConn is how many goroutines read one socket, each deciding and
-// answering the packet it read before it reads again, so a slow decision
-// (a log write, a lease check) or a blocked write never leaves the queue
-// unread while another core is free. They share the socket, not
+// readersPerConn is how many goroutines read a socket that batchIO cannot
+// read (not IPv4 UDP), each deciding and answering the packet it read
+// before it reads again, so a slow decision (a log write, a lease check) or
+// a blocked write never leaves the queue unread while another core is
+// free. They share the socket, not
 // SO_REUSEPORT sockets: Linux delivers a broadcast to every socket of a
 // reuseport group (it load-balances only unicast), so N sockets would
 // answer each DISCOVER N times. Bounded: 2× GOMAXPROCS (which siteboot
