@@ -4,7 +4,6 @@ import (
 	"net"
 	"net/netip"
 	"os"
-	"sync/atomic"
 	"syscall"
 	"unsafe"
 
@@ -22,8 +21,8 @@ import (
 // with one packet queued it costs what recvmsg and sendto did.
 //
 // The calls are raw system calls, as the HTTP and TFTP servers' socket
-// calls are: the socket is non-blocking, so neither can sleep (EAGAIN
-// waits in the network poller, as net.UDPConn's calls do), and the
+// calls are: the socket is non-blocking, so neither can sleep (a read's
+// EAGAIN waits in the network poller, as net.UDPConn's calls do), and the
 // runtime's own calls would wake its monitor thread whenever every
 // processor had been idle (see package tftpd, rawio.go).
 
@@ -32,19 +31,12 @@ import (
 // pair of calls. Each reader holds batchSize buffers of maxPacket.
 const batchSize = 32
 
-// batchCalls: the socket calls of batchIO are raw; false makes them the
-// runtime's (syscall.Syscall6), for tests that compare the two.
-var batchCalls atomic.Bool
-
-func init() { batchCalls.Store(true) }
-
+// batchCall is a raw system call. It is nosplit, as the syscall
+// package's own calls are.
+//
 //go:nosplit
 func batchCall(trap, a1, a2, a3, a4, a5, a6 uintptr) (uintptr, syscall.Errno) {
-	if batchCalls.Load() {
-		r, _, e := syscall.RawSyscall6(trap, a1, a2, a3, a4, a5, a6)
-		return r, e
-	}
-	r, _, e := syscall.Syscall6(trap, a1, a2, a3, a4, a5, a6)
+	r, _, e := syscall.RawSyscall6(trap, a1, a2, a3, a4, a5, a6)
 	return r, e
 }
 
@@ -162,7 +154,9 @@ func (b *batchIO) readStep(fd uintptr) bool {
 }
 
 // packet is datagram i of the last read, valid until the next read, and
-// how it arrived on c.
+// how it arrived on c. A datagram longer than maxPacket comes back empty,
+// so that it is decided as malformed: its first maxPacket bytes are not
+// what its sender sent.
 func (b *batchIO) packet(i int, c *Conn) ([]byte, Arrival) {
 	in := Arrival{Iface: c.Iface, ServerIP: c.IP, Port: c.Port, Net: c.Net}
 	m := &b.in[i]
@@ -171,6 +165,9 @@ func (b *batchIO) packet(i int, c *Conn) ([]byte, Arrival) {
 		in.Source = net.UDPAddrFromAddrPort(netip.AddrPortFrom(netip.AddrFrom4(b.from[i].Addr), uint16(p[0])<<8|uint16(p[1])))
 	}
 	in.Dst = pktinfoDst(b.oobs[i][:min(uint64(m.hdr.Controllen), uint64(len(b.oobs[i])))])
+	if m.hdr.Flags&unix.MSG_TRUNC != 0 {
+		return b.bufs[i][:0], in
+	}
 	return b.bufs[i][:min(int(m.n), len(b.bufs[i]))], in
 }
 
@@ -193,9 +190,13 @@ func (b *batchIO) queue(reply []byte, to *net.UDPAddr) bool {
 	return true
 }
 
-// send sends the queued replies, waiting in the poller while the socket's
-// buffer is full. A reply the kernel refuses is skipped: its index and
-// error go to failed, and the rest are still sent.
+// send sends the queued replies. It never waits for room in the socket's
+// send buffer: the reader must go on reading, or a full buffer would stop
+// every answer on the socket. A stranger can fill it: replies to on-link
+// addresses that nobody answers ARP for wait in the neighbour queue,
+// counted against the socket, for seconds. A reply the kernel refuses is
+// skipped, and on a full buffer the rest of the batch is dropped; each
+// goes to failed with its index and the error, and the client asks again.
 func (b *batchIO) send(failed func(i int, err error)) error {
 	defer func() {
 		for i := range b.queued {
@@ -208,7 +209,14 @@ func (b *batchIO) send(failed func(i int, err error)) error {
 		if err := b.rc.Write(b.sendF); err != nil {
 			return err
 		}
-		if b.wErr != 0 {
+		switch b.wErr {
+		case 0:
+		case unix.EAGAIN:
+			err := os.NewSyscallError("sendmmsg", b.wErr)
+			for ; b.sent < b.queued; b.sent++ {
+				failed(b.sent, err)
+			}
+		default:
 			// The first unsent reply failed on its own (an unreachable
 			// or refused destination): report it, go on after it.
 			failed(b.sent, os.NewSyscallError("sendmmsg", b.wErr))
@@ -224,10 +232,8 @@ func (b *batchIO) sendStep(fd uintptr) bool {
 		switch e {
 		case 0:
 			b.sent += int(r)
-		case unix.EAGAIN:
-			return false
 		case unix.EINTR:
-		default:
+		default: // EAGAIN too: send does not wait
 			b.wErr = e
 			return true
 		}

@@ -63,6 +63,9 @@ func replyType(mt dhcpv4.MessageType) (dhcpv4.MessageType, string) {
 // decide runs the checks that apply to any packet, then decideClient.
 func (s *Server) decide(pkt []byte, in Arrival) decision {
 	d := decision{msgType: "malformed"}
+	if manyOptions(pkt) {
+		return d.ignore(reasonManyOptions)
+	}
 	req, err := dhcpv4.FromBytes(pkt)
 	if err != nil {
 		return d.ignore("malformed")
@@ -86,6 +89,40 @@ func (s *Server) decide(pkt []byte, in Arrival) decision {
 		return d.ignore("message-type")
 	}
 	return s.decideClient(req, &c, rt, in, d)
+}
+
+// maxOptions is the most options a request may carry; firmware and iPXE
+// send 8 to 15. Decoding is the costly part of a junk packet: a datagram
+// of one-byte options took 100-130 µs against 4-5 µs for a DISCOVER, and
+// one reader decides for a whole socket (serveBatches).
+const maxOptions = 64
+
+// reasonManyOptions: a request with more than maxOptions options.
+const reasonManyOptions = "too-many-options"
+
+// manyOptions reports whether pkt, a BOOTP message, carries more than
+// maxOptions options (pads not counted) after its magic cookie, by a walk
+// that decodes nothing. What it cannot walk, FromBytes rejects.
+func manyOptions(pkt []byte) bool {
+	const optionsAt = 240 // the fixed header and the magic cookie
+	n := 0
+	for i := optionsAt; i < len(pkt); {
+		switch pkt[i] {
+		case 0: // pad
+			i++
+			continue
+		case 255: // end
+			return false
+		}
+		if n++; n > maxOptions {
+			return true
+		}
+		if i+1 >= len(pkt) {
+			return false
+		}
+		i += 2 + int(pkt[i+1])
+	}
+	return false
 }
 
 // decideClient decides for a network-boot client's DISCOVER or REQUEST.

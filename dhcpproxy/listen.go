@@ -147,6 +147,9 @@ func listenDevice(ctx context.Context, iface string, port int) (net.PacketConn, 
 		err := rc.Control(func(fd uintptr) {
 			serr = setSockopts(int(fd), iface)
 			if serr == nil {
+				serr = setSndBuf(int(fd))
+			}
+			if serr == nil {
 				rcvBuf, serr = setRcvBuf(int(fd))
 			}
 		})

@@ -56,6 +56,10 @@ func TestHandleMalformed(t *testing.T) {
 		{"RFC 3004 user class with a zero-length entry", withRawOptions(t, cat(discover, pxe, arch7, []byte{77, 3, 0, 1, 'x', 255})...), "offer"},
 		{"option 97 of 255 bytes", withRawOptions(t, cat(discover, pxe, arch7, []byte{97, 255}, make([]byte, 255), []byte{255})...), "offer"},
 		{"only pads then end", withRawOptions(t, 0, 0, 0, 255), "ignored:not-pxe"},
+		{"64 options", withRawOptions(t, cat(discover, pxe, arch7, bytes.Repeat([]byte{200, 0}, maxOptions-3), []byte{255})...), "offer"},
+		{"65 options", withRawOptions(t, cat(discover, pxe, arch7, bytes.Repeat([]byte{200, 0}, maxOptions-2), []byte{255})...), "ignored:too-many-options"},
+		{"65 options between pads", withRawOptions(t, cat(discover, pxe, arch7, bytes.Repeat([]byte{0, 200, 1, 'x'}, maxOptions-2), []byte{255})...), "ignored:too-many-options"},
+		{"a datagram of one-byte options", withRawOptions(t, cat(discover, pxe, arch7, bytes.Repeat([]byte{77, 1, 'x'}, 2900), []byte{255})...), "ignored:too-many-options"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

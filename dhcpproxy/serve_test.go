@@ -176,7 +176,7 @@ func TestServeStopsWhenSocketsClose(t *testing.T) {
 }
 
 // A socket that refuses every reply (here shut for writing: each send
-// fails with EPIPE, as a full send buffer fails under a flood) wrote one
+// fails with EPIPE, as a full send buffer now drops the rest of a batch) wrote one
 // Warn line per reply, so whoever could make sends fail set the log's
 // rate. Each interface gets sendLogBurst lines; the rest go to Debug, and
 // the counter still counts every one.

@@ -38,6 +38,29 @@ func readersPerConn() int {
 	return min(max(2*runtime.GOMAXPROCS(0), 4), 16)
 }
 
+// sndBufWant is the send buffer asked for. Replies to an on-link address
+// wait in its ARP queue until it answers, or for seconds if it never
+// does, and stay counted against the socket meanwhile: with the default
+// buffer (about 200 KiB, the size of one such queue) two addresses nobody
+// answers for filled it. The reader never waits for room (batchIO.send),
+// so a full buffer drops replies, counted in send_errors_total; this
+// makes a stranger need far more such addresses to get there.
+const sndBufWant = 8 << 20
+
+// setSndBuf asks for sndBufWant bytes of send buffer on fd, as setRcvBuf
+// does for the receive buffer.
+func setSndBuf(fd int) error {
+	if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_SNDBUFFORCE, sndBufWant); err != nil {
+		if !errors.Is(err, unix.EPERM) {
+			return fmt.Errorf("SO_SNDBUFFORCE: %w", err)
+		}
+		if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_SNDBUF, sndBufWant); err != nil {
+			return fmt.Errorf("SO_SNDBUF: %w", err)
+		}
+	}
+	return nil
+}
+
 // setRcvBuf asks for rcvBufWant bytes of receive buffer on fd and returns
 // what the kernel granted (SO_RCVBUF reads back the doubled value it
 // accounts with).
