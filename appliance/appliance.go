@@ -216,7 +216,7 @@ func (a *Appliance) bindDHCP(ctx context.Context) error {
 	}
 	a.dhcp, a.dhcpConn = srv, conns
 	for _, c := range conns {
-		a.log.Info("dhcp listening", "iface", c.Iface, "ip", c.IP, "port", c.Port, "rcvbuf", c.RcvBuf)
+		a.log.Info("dhcp listening", "iface", c.Iface, "ip", c.IP, "port", c.Port, "rcvbuf", c.RcvBuf, "sndbuf", c.SndBuf)
 	}
 	return nil
 }

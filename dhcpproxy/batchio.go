@@ -231,6 +231,10 @@ func (b *batchIO) sendStep(fd uintptr) bool {
 		r, e := batchCall(unix.SYS_SENDMMSG, fd, uintptr(unsafe.Pointer(&b.out[b.sent])), uintptr(b.queued-b.sent), unix.MSG_DONTWAIT, 0, 0)
 		switch e {
 		case 0:
+			if r == 0 { // never for vlen >= 1; must not spin
+				b.wErr = unix.EAGAIN
+				return true
+			}
 			b.sent += int(r)
 		case unix.EINTR:
 		default: // EAGAIN too: send does not wait

@@ -32,6 +32,10 @@ type Conn struct {
 	// RcvBuf is the receive buffer the kernel granted Listen's socket
 	// (SO_RCVBUF as read back); 0 for a socket Listen did not open.
 	RcvBuf int
+	// SndBuf is the send buffer it granted (SO_SNDBUF as read back): 16 MiB
+	// with CAP_NET_ADMIN, else twice net.core.wmem_max at most; 0 for a
+	// socket Listen did not open.
+	SndBuf int
 }
 
 // Listen opens, for each interface of Config.Interfaces (or every up,
@@ -49,12 +53,12 @@ func (s *Server) Listen(ctx context.Context) ([]*Conn, error) {
 	var conns []*Conn
 	for _, ifc := range ifaces {
 		for _, port := range []int{ServerPort, PXEPort} {
-			pc, rcvBuf, err := listenDevice(ctx, ifc.name, port)
+			pc, rcvBuf, sndBuf, err := listenDevice(ctx, ifc.name, port)
 			if err != nil {
 				closeAll(conns)
 				return nil, err
 			}
-			conns = append(conns, &Conn{PacketConn: pc, Iface: ifc.name, IP: ifc.ip, Net: ifc.net, Port: port, RcvBuf: rcvBuf})
+			conns = append(conns, &Conn{PacketConn: pc, Iface: ifc.name, IP: ifc.ip, Net: ifc.net, Port: port, RcvBuf: rcvBuf, SndBuf: sndBuf})
 		}
 	}
 	return conns, nil
@@ -139,17 +143,15 @@ func firstIPv4(ifc *net.Interface) (net.IP, netip.Prefix) {
 }
 
 // listenDevice binds 0.0.0.0:port on one device, and returns the receive
-// buffer it was granted.
-func listenDevice(ctx context.Context, iface string, port int) (net.PacketConn, int, error) {
-	var rcvBuf int
+// and send buffers it was granted.
+func listenDevice(ctx context.Context, iface string, port int) (net.PacketConn, int, int, error) {
+	var rcvBuf, sndBuf int
 	lc := net.ListenConfig{Control: func(_, _ string, rc syscall.RawConn) error {
 		var serr error
 		err := rc.Control(func(fd uintptr) {
 			serr = setSockopts(int(fd), iface)
 			if serr == nil {
-				serr = setSndBuf(int(fd))
-			}
-			if serr == nil {
+				sndBuf = setSndBuf(int(fd))
 				rcvBuf, serr = setRcvBuf(int(fd))
 			}
 		})
@@ -157,9 +159,9 @@ func listenDevice(ctx context.Context, iface string, port int) (net.PacketConn, 
 	}}
 	pc, err := lc.ListenPacket(ctx, "udp4", net.JoinHostPort("0.0.0.0", strconv.Itoa(port)))
 	if err != nil {
-		return nil, 0, fmt.Errorf("dhcpproxy: listen on %s port %d: %w", iface, port, err)
+		return nil, 0, 0, fmt.Errorf("dhcpproxy: listen on %s port %d: %w", iface, port, err)
 	}
-	return pc, rcvBuf, nil
+	return pc, rcvBuf, sndBuf, nil
 }
 
 func setSockopts(fd int, iface string) error {

@@ -59,6 +59,8 @@ func TestHandleMalformed(t *testing.T) {
 		{"64 options", withRawOptions(t, cat(discover, pxe, arch7, bytes.Repeat([]byte{200, 0}, maxOptions-3), []byte{255})...), "offer"},
 		{"65 options", withRawOptions(t, cat(discover, pxe, arch7, bytes.Repeat([]byte{200, 0}, maxOptions-2), []byte{255})...), "ignored:too-many-options"},
 		{"65 options between pads", withRawOptions(t, cat(discover, pxe, arch7, bytes.Repeat([]byte{0, 200, 1, 'x'}, maxOptions-2), []byte{255})...), "ignored:too-many-options"},
+		{"256 pads before the end", withRawOptions(t, cat(discover, pxe, arch7, make([]byte, maxPads), []byte{255})...), "offer"},
+		{"257 pads before the end", withRawOptions(t, cat(discover, pxe, arch7, make([]byte, maxPads+1), []byte{255})...), "ignored:too-many-options"},
 		{"a datagram of one-byte options", withRawOptions(t, cat(discover, pxe, arch7, bytes.Repeat([]byte{77, 1, 'x'}, 2900), []byte{255})...), "ignored:too-many-options"},
 	}
 	for _, tt := range tests {

@@ -43,22 +43,25 @@ func readersPerConn() int {
 // does, and stay counted against the socket meanwhile: with the default
 // buffer (about 200 KiB, the size of one such queue) two addresses nobody
 // answers for filled it. The reader never waits for room (batchIO.send),
-// so a full buffer drops replies, counted in send_errors_total; this
-// makes a stranger need far more such addresses to get there.
+// so a full buffer drops replies, counted in send_errors_total; a larger
+// one makes a stranger need more such addresses to get there.
+// SO_SNDBUFFORCE needs CAP_NET_ADMIN; without it SO_SNDBUF gets at most
+// net.core.wmem_max.
 const sndBufWant = 8 << 20
 
-// setSndBuf asks for sndBufWant bytes of send buffer on fd, as setRcvBuf
-// does for the receive buffer.
-func setSndBuf(fd int) error {
-	if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_SNDBUFFORCE, sndBufWant); err != nil {
-		if !errors.Is(err, unix.EPERM) {
-			return fmt.Errorf("SO_SNDBUFFORCE: %w", err)
-		}
-		if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_SNDBUF, sndBufWant); err != nil {
-			return fmt.Errorf("SO_SNDBUF: %w", err)
-		}
+// setSndBuf asks for sndBufWant bytes of send buffer on fd and returns
+// what the kernel granted (doubled, as SO_SNDBUF reads back); 0 when it
+// cannot tell. A refusal is no reason not to listen: the socket keeps the
+// buffer it has.
+func setSndBuf(fd int) int {
+	if unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_SNDBUFFORCE, sndBufWant) != nil {
+		_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_SNDBUF, sndBufWant)
 	}
-	return nil
+	got, err := unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_SNDBUF)
+	if err != nil {
+		return 0
+	}
+	return got
 }
 
 // setRcvBuf asks for rcvBufWant bytes of receive buffer on fd and returns

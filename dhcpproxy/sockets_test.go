@@ -37,9 +37,9 @@ func loopbackUDP(t *testing.T) *net.UDPConn {
 	return uc
 }
 
-// TestRcvBufGranted: the receive buffer Listen asks for is granted in
-// full with privileges (SO_RCVBUFFORCE), and up to net.core.rmem_max
-// without, both well above the default.
+// TestRcvBufGranted: the receive and send buffers Listen asks for are
+// granted in full with privileges (SO_RCVBUFFORCE, SO_SNDBUFFORCE), and up
+// to net.core.rmem_max and wmem_max without, all well above the default.
 func TestRcvBufGranted(t *testing.T) {
 	uc := loopbackUDP(t)
 	var def, got int
@@ -57,6 +57,19 @@ func TestRcvBufGranted(t *testing.T) {
 	}
 	if got < want || got <= def {
 		t.Errorf("receive buffer granted %d bytes (default %d), want at least %d", got, def, want)
+	}
+	// The send buffer: the same rule, and never an error.
+	var sdef, sgot int
+	rawFD(t, uc, func(fd int) {
+		sdef, _ = unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_SNDBUF)
+		sgot = setSndBuf(fd)
+	})
+	want = 2 * 212992
+	if os.Geteuid() == 0 {
+		want = 2 * sndBufWant
+	}
+	if sgot < want || sgot <= sdef {
+		t.Errorf("send buffer granted %d bytes (default %d), want at least %d", sgot, sdef, want)
 	}
 }
 
