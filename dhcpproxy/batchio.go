@@ -12,7 +12,7 @@ import (
 
 // A proxyDHCP server spends its time in system calls, not in decisions:
 // with one recvmsg and one sendto per packet, a 10,000-entry server under
-// a closed-loop DISCOVER load spent about 14 µs of its 35 µs per offer
+// a closed-loop DISCOVER load spent about 10 µs of its 35 µs per offer
 // deciding and building the reply, the rest in the two calls, the Go
 // runtime's bookkeeping around them, and its readers handing the
 // socket's locks to each other. A batch reader takes all a socket has
@@ -82,15 +82,13 @@ func newBatchIO(c *Conn) *batchIO {
 		return nil
 	}
 	rc, err := uc.SyscallConn()
-	if err != nil {
+	if err != nil || enablePktinfo(uc) != nil {
 		return nil
 	}
 	family := -1
-	var perr error
 	if err := rc.Control(func(fd uintptr) {
 		family, _ = unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_DOMAIN)
-		perr = unix.SetsockoptInt(int(fd), unix.IPPROTO_IP, unix.IP_PKTINFO, 1)
-	}); err != nil || perr != nil || family != unix.AF_INET {
+	}); err != nil || family != unix.AF_INET {
 		return nil
 	}
 	b := &batchIO{rc: rc}
