@@ -98,7 +98,7 @@ func (s *Server) decide(pkt []byte, in Arrival) decision {
 const maxOptions = 64
 
 // reasonManyOptions: a request with more than maxOptions options or
-// maxPads pads.
+// maxPads pads, or its end option beyond maxEndAt.
 const reasonManyOptions = "too-many-options"
 
 // maxPads is the most pad bytes a request may carry before its end
@@ -106,14 +106,23 @@ const reasonManyOptions = "too-many-options"
 // Firmware pads after the end option, which is never decoded.
 const maxPads = 256
 
+// maxEndAt is the furthest a request's end option may lie: an Ethernet
+// frame's UDP payload. No client sends a larger request unfragmented, and
+// the decoder's cost grows with the option bytes (33 options of 255 bytes
+// each cost 25 µs, against 3 µs for a DISCOVER).
+const maxEndAt = 1500
+
 // manyOptions reports whether pkt, a BOOTP message, carries more than
-// maxOptions options, or more than maxPads pads, before its end option
-// (after its magic cookie), by a walk that decodes nothing. What it
-// cannot walk, FromBytes rejects.
+// maxOptions options, or more than maxPads pads, or its end option beyond
+// maxEndAt (options after its magic cookie), by a walk that decodes
+// nothing. What it cannot walk, FromBytes rejects.
 func manyOptions(pkt []byte) bool {
 	const optionsAt = 240 // the fixed header and the magic cookie
 	n, pads := 0, 0
 	for i := optionsAt; i < len(pkt); {
+		if i >= maxEndAt {
+			return true
+		}
 		switch pkt[i] {
 		case 0: // pad
 			if pads++; pads > maxPads {

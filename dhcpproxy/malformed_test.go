@@ -61,6 +61,8 @@ func TestHandleMalformed(t *testing.T) {
 		{"65 options between pads", withRawOptions(t, cat(discover, pxe, arch7, bytes.Repeat([]byte{0, 200, 1, 'x'}, maxOptions-2), []byte{255})...), "ignored:too-many-options"},
 		{"256 pads before the end", withRawOptions(t, cat(discover, pxe, arch7, make([]byte, maxPads), []byte{255})...), "offer"},
 		{"257 pads before the end", withRawOptions(t, cat(discover, pxe, arch7, make([]byte, maxPads+1), []byte{255})...), "ignored:too-many-options"},
+		{"options of 255 bytes to the end of a frame", withRawOptions(t, cat(discover, pxe, arch7, bytes.Repeat(cat([]byte{250, 255}, make([]byte, 255)), 4), []byte{255})...), "offer"},
+		{"options of 255 bytes past the end of a frame", withRawOptions(t, cat(discover, pxe, arch7, bytes.Repeat(cat([]byte{250, 255}, make([]byte, 255)), 5), []byte{255})...), "ignored:too-many-options"},
 		{"a datagram of one-byte options", withRawOptions(t, cat(discover, pxe, arch7, bytes.Repeat([]byte{77, 1, 'x'}, 2900), []byte{255})...), "ignored:too-many-options"},
 	}
 	for _, tt := range tests {

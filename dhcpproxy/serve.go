@@ -121,6 +121,9 @@ func (s *Server) serveBatches(c *Conn, b *batchIO) error {
 func (s *Server) sendFailed(c *Conn, to *net.UDPAddr, err error) {
 	s.m.sendErrors.Inc()
 	level, held := s.limits.send.Level(c.Iface, s.cfg.Now(), slog.LevelWarn)
+	if !s.log.Enabled(context.Background(), level) {
+		return // a flood of drops builds no line nobody writes
+	}
 	s.log.LogAttrs(context.Background(), level, "dhcpproxy: send reply", slog.String("iface", c.Iface),
 		slog.String("to", to.String()), slog.String("err", err.Error()), held)
 }
