@@ -52,7 +52,7 @@ type bulkResult struct {
 // fetchKernelInitrd downloads a machine's kernel and initrds on client,
 // as iPXE does, one after the other.
 func fetchKernelInitrd(ctx context.Context, spec bootSpec, src netip.Addr, kernel string, initrds []string, buf []byte) bulkResult {
-	client := newMachineClient(src, spec.HTTP)
+	client := newMachineClient(src, spec.HTTP, buf)
 	defer client.CloseIdleConnections()
 	var r bulkResult
 	fail := func(step string, err error) bulkResult {

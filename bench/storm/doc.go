@@ -46,7 +46,10 @@
 //  5. kernel, initrd: the files the script names, on the machine's own TCP
 //     connection (receive buffer -rcvbuf: 256 KiB as iPXE, or 0 for Linux
 //     autotuning), sizes checked against Content-Length and optionally the
-//     SHA-256 against -kernel-sha256 / -initrd-sha256.
+//     SHA-256 against -kernel-sha256 / -initrd-sha256. Bodies are read in
+//     256 KiB steps and, unless -copy-bodies or a digest is asked for,
+//     dropped in the kernel unread (recv MSG_TRUNC), so that the client's
+//     copy takes no CPU from the server under test.
 //
 // Per machine it records the time to initrd complete, each step's duration
 // and, for a machine that did not finish, the step it failed at and why.

@@ -52,6 +52,7 @@ type options struct {
 	IPXEBSTimeouts  string
 	TimeScale       float64
 	RcvBuf          int
+	CopyBodies      bool
 	HTTPIdle        time.Duration
 	KernelSHA256    string
 	InitrdSHA256    string
@@ -115,6 +116,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.IPXEBSTimeouts, "ipxe-bs-timeouts", "1s,2s,4s", "BIOS iPXE's boot server request timeouts when its offer has a PXE menu, one per send (iPXE gives up on the server after these three)")
 	fs.Float64Var(&o.TimeScale, "timescale", 1, "multiply every DHCP (DISCOVER and 4011 request) and TFTP retransmit timeout by this (tests: 0.01)")
 	fs.IntVar(&o.RcvBuf, "rcvbuf", 256<<10, "SO_RCVBUF of each HTTP connection, set before connect (iPXE: 256 KiB); 0: autotune as Linux installers and UEFI HTTP boot")
+	fs.BoolVar(&o.CopyBodies, "copy-bodies", false, "copy every kernel and initrd byte out of the socket, as a machine's iPXE does into its own memory; by default the kernel drops body bytes unread (recv MSG_TRUNC), so that the client's copy does not take CPU from the server under test (-kernel-sha256 and -initrd-sha256 copy)")
 	fs.DurationVar(&o.HTTPIdle, "http-idle", 30*time.Second, "an HTTP request that moves no byte for this long fails")
 	fs.StringVar(&o.KernelSHA256, "kernel-sha256", "", "check every kernel against this SHA-256 (hex); costs client CPU")
 	fs.StringVar(&o.InitrdSHA256, "initrd-sha256", "", "check every initrd against this SHA-256 (hex); costs client CPU")

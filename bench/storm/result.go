@@ -23,6 +23,9 @@ type Result struct {
 	Failed   int     `json:"failed"`
 	WindowS  float64 `json:"window_s"`
 	RcvBuf   int     `json:"rcvbuf"`
+	// CopyBodies: the client copied every body byte out of its sockets
+	// (-copy-bodies, or a digest check); otherwise the kernel dropped them.
+	CopyBodies bool `json:"copy_bodies"`
 	// CompletionS is the first machine's start to the last initrd
 	// complete, over the machines that finished.
 	CompletionS float64 `json:"completion_s"`
@@ -61,7 +64,8 @@ const stepKernelInitrd = "kernel+initrd"
 
 func summarize(o options, ms []MachineResult, dhcp DHCPStats, elapsed time.Duration) Result {
 	r := Result{Label: o.Label, Machines: len(ms), WindowS: o.Window.Seconds(), RcvBuf: o.RcvBuf,
-		ElapsedS: elapsed.Seconds(), DHCP: dhcp, MachineList: ms, Steps: map[string]Dist{}}
+		CopyBodies: o.CopyBodies || o.KernelSHA256 != "" || o.InitrdSHA256 != "",
+		ElapsedS:   elapsed.Seconds(), DHCP: dhcp, MachineList: ms, Steps: map[string]Dist{}}
 	var totals []float64
 	steps := map[string][]float64{}
 	fails := map[[2]string]*Failure{}
@@ -150,6 +154,9 @@ func writeTable(w io.Writer, res Result) error {
 	win := "autotuned TCP windows"
 	if res.RcvBuf > 0 {
 		win = fmt.Sprintf("SO_RCVBUF %d", res.RcvBuf)
+	}
+	if !res.CopyBodies {
+		win += ", bodies dropped unread"
 	}
 	fmt.Fprintf(tw, "machines\t%d (%d bios, %d uefi, %d uefi-http), starts over %.1f s, %s\n",
 		res.Machines, res.BIOS, res.UEFI, res.UEFIHTTP, res.WindowS, win)

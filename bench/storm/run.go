@@ -50,7 +50,8 @@ func (o options) bootSpec() bootSpec {
 		PXEPort: o.PXEPort,
 		TFTP: tftpSpec{Port: o.TFTPPort, BlkSize: o.BlkSize, Tries: o.TFTPTries, Probe: o.TFTPProbe, WindowSize: o.UEFIWindow,
 			Timeout: time.Duration(float64(o.TFTPTimeout) * o.TimeScale)},
-		HTTP:         httpSpec{RcvBuf: o.RcvBuf, IdleTimeout: o.HTTPIdle, MaxScript: maxScriptBytes},
+		HTTP: httpSpec{RcvBuf: o.RcvBuf, IdleTimeout: o.HTTPIdle, MaxScript: maxScriptBytes,
+			CopyBodies: o.CopyBodies || o.KernelSHA256 != "" || o.InitrdSHA256 != ""},
 		KernelSHA256: o.KernelSHA256, InitrdSHA256: o.InitrdSHA256,
 	}
 }
@@ -105,8 +106,9 @@ func runStorm(ctx context.Context, o options, conn, pxeConn net.PacketConn) (Res
 			res.FailedStep, res.Reason, res.Error = stepPXEDHCP, classify(context.Cause(ctx)), "not started: "+context.Cause(ctx).Error()
 			continue
 		}
+		buf := make([]byte, 32<<10)
 		b := &booter{spec: spec, mux: mux, m: m, xid: xidBase + 2*uint32(i), res: res,
-			client: newMachineClient(m.Src, spec.HTTP), buf: make([]byte, 32<<10), bulk: bulk}
+			client: newMachineClient(m.Src, spec.HTTP, buf), buf: buf, bulk: bulk}
 		wg.Go(func() {
 			defer func() { <-slots }()
 			t0 := time.Now()
@@ -135,7 +137,7 @@ func runStorm(ctx context.Context, o options, conn, pxeConn net.PacketConn) (Res
 // workerArgs are the flags the bulk worker needs: how machines talk HTTP
 // and what the files must hash to.
 func (o options) workerArgs() []string {
-	return []string{"-rcvbuf", strconv.Itoa(o.RcvBuf), "-http-idle", o.HTTPIdle.String(),
+	return []string{"-rcvbuf", strconv.Itoa(o.RcvBuf), "-http-idle", o.HTTPIdle.String(), "-copy-bodies=" + strconv.FormatBool(o.CopyBodies),
 		"-kernel-sha256", o.KernelSHA256, "-initrd-sha256", o.InitrdSHA256}
 }
 
