@@ -47,9 +47,10 @@
 //     connection (receive buffer -rcvbuf: 256 KiB as iPXE, or 0 for Linux
 //     autotuning), sizes checked against Content-Length and optionally the
 //     SHA-256 against -kernel-sha256 / -initrd-sha256. Bodies are read in
-//     256 KiB steps and, unless -copy-bodies or a digest is asked for,
-//     dropped in the kernel unread (recv MSG_TRUNC), so that the client's
-//     copy takes no CPU from the server under test.
+//     steps of up to 256 KiB (32 KiB with -bulk-inline) and, over http and
+//     unless -copy-bodies or a digest is asked for, dropped in the kernel
+//     unread (recv MSG_TRUNC), so that the client's copy takes no CPU from
+//     the server under test.
 //
 // Per machine it records the time to initrd complete, each step's duration
 // and, for a machine that did not finish, the step it failed at and why.

@@ -108,8 +108,12 @@ func (c *idleConn) drop(b []byte) (int, error) {
 	var n int
 	var serr error
 	err := c.raw.Read(func(fd uintptr) bool {
-		n, _, serr = unix.Recvfrom(int(fd), b, unix.MSG_TRUNC|unix.MSG_DONTWAIT)
-		return serr != unix.EAGAIN
+		for {
+			n, _, serr = unix.Recvfrom(int(fd), b, unix.MSG_TRUNC|unix.MSG_DONTWAIT)
+			if serr != unix.EINTR {
+				return serr != unix.EAGAIN
+			}
+		}
 	})
 	switch {
 	case err != nil:

@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // TestDownloadDropsBodies: without CopyBodies a body is counted and its
@@ -79,4 +81,67 @@ func TestDownloadDropsBodies(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestDropTakesOnlyWhatIsAsked: a drop never takes more than the slice it
+// was given, even with the next bytes (another response) already queued.
+func TestDropTakesOnlyWhatIsAsked(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	const body, tail = 100 << 10, "HTTP/1.1 200 OK\r\n"
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		_, _ = c.Write(append(bytes.Repeat([]byte{'x'}, body), tail...))
+		_, _ = c.Read(make([]byte, 1)) // hold the connection until the client closes
+	}()
+	buf := make([]byte, 256<<10)
+	var ic *idleConn
+	c := newMachineClient(netip.Addr{}, httpSpec{IdleTimeout: 5 * time.Second}, buf)
+	conn, err := c.Transport.(*http.Transport).DialContext(context.Background(), "tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ic = conn.(*idleConn)
+	if ic.sink == nil {
+		t.Fatal("no sink on a plain TCP connection")
+	}
+	// Wait until the whole write is queued, so that a drop could take it.
+	deadline := time.Now().Add(5 * time.Second)
+	for queued(t, ic) < body+len(tail) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d bytes queued; want %d", queued(t, ic), body+len(tail))
+		}
+		time.Sleep(time.Millisecond)
+	}
+	for left := body; left > 0; {
+		n, err := ic.Read(buf[:min(left, 7<<10+3)])
+		if err != nil {
+			t.Fatalf("drop with %d left: %v", left, err)
+		}
+		left -= n
+	}
+	rest := make([]byte, 64)
+	n, err := ic.Read(rest)
+	if err != nil || string(rest[:n]) != tail {
+		t.Fatalf("after the drops read %q, %v; want %q", rest[:n], err, tail)
+	}
+}
+
+// queued is how many bytes wait in c's receive queue (FIONREAD).
+func queued(t *testing.T, c *idleConn) int {
+	t.Helper()
+	var n int
+	var serr error
+	if err := c.raw.Control(func(fd uintptr) { n, serr = unix.IoctlGetInt(int(fd), unix.SIOCINQ) }); err != nil || serr != nil {
+		t.Fatal(err, serr)
+	}
+	return n
 }

@@ -64,7 +64,7 @@ const stepKernelInitrd = "kernel+initrd"
 
 func summarize(o options, ms []MachineResult, dhcp DHCPStats, elapsed time.Duration) Result {
 	r := Result{Label: o.Label, Machines: len(ms), WindowS: o.Window.Seconds(), RcvBuf: o.RcvBuf,
-		CopyBodies: o.CopyBodies || o.KernelSHA256 != "" || o.InitrdSHA256 != "",
+		CopyBodies: o.copyBodies(),
 		ElapsedS:   elapsed.Seconds(), DHCP: dhcp, MachineList: ms, Steps: map[string]Dist{}}
 	var totals []float64
 	steps := map[string][]float64{}
@@ -156,7 +156,7 @@ func writeTable(w io.Writer, res Result) error {
 		win = fmt.Sprintf("SO_RCVBUF %d", res.RcvBuf)
 	}
 	if !res.CopyBodies {
-		win += ", bodies dropped unread"
+		win += ", http bodies dropped unread"
 	}
 	fmt.Fprintf(tw, "machines\t%d (%d bios, %d uefi, %d uefi-http), starts over %.1f s, %s\n",
 		res.Machines, res.BIOS, res.UEFI, res.UEFIHTTP, res.WindowS, win)

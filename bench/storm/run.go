@@ -51,7 +51,7 @@ func (o options) bootSpec() bootSpec {
 		TFTP: tftpSpec{Port: o.TFTPPort, BlkSize: o.BlkSize, Tries: o.TFTPTries, Probe: o.TFTPProbe, WindowSize: o.UEFIWindow,
 			Timeout: time.Duration(float64(o.TFTPTimeout) * o.TimeScale)},
 		HTTP: httpSpec{RcvBuf: o.RcvBuf, IdleTimeout: o.HTTPIdle, MaxScript: maxScriptBytes,
-			CopyBodies: o.CopyBodies || o.KernelSHA256 != "" || o.InitrdSHA256 != ""},
+			CopyBodies: o.copyBodies()},
 		KernelSHA256: o.KernelSHA256, InitrdSHA256: o.InitrdSHA256,
 	}
 }
@@ -132,6 +132,12 @@ func runStorm(ctx context.Context, o options, conn, pxeConn net.PacketConn) (Res
 		res.ClientCPUS += bulk.close().Seconds()
 	}
 	return res, nil
+}
+
+// copyBodies: whether the machines copy body bytes out of their sockets:
+// when asked to, and always when a digest is checked, which needs them.
+func (o options) copyBodies() bool {
+	return o.CopyBodies || o.KernelSHA256 != "" || o.InitrdSHA256 != ""
 }
 
 // workerArgs are the flags the bulk worker needs: how machines talk HTTP
