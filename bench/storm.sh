@@ -495,7 +495,8 @@ storm_run() {
     "$(echo "($cpu1 - $cpu0) / $hz" | bc -l | xargs printf '%.1f')" \
     "$(( ${peak% *} / 1024 ))" "$(( ${peak#* } * 4 / 1024 ))" \
     "$((lines1 - lines0))" "$((drops1 - drops0))" "$cli_rto" "$((cli_rcvq + cli_backlog + cli_pruned))" "$srv_rto" "$srv_retrans" \
-    "${g0:--}" "${g1:--}" "${f0:--}" "${f1:--}" "${line_limit:--}" "$(jq -r .client_cpu_s "$json")" "${vmres:--}" "$skb" "$srv_probes"
+    "${g0:--}" "${g1:--}" "${f0:--}" "${f1:--}" "${line_limit:--}" "$(jq -r .client_cpu_s "$json")" "${vmres:--}" "$skb" "$srv_probes" \
+    "$(jq -r '.copy_bodies' "$json")"
   tail -n 1 "$OUT/results.tsv" | awk -F'\t' '{printf "   done %s/%s  completion %.2f s  p50 %.2f p99 %.2f max %.2f  dhcp p99 %.3f  tftp p99 %.3f  cpu %s s  rss %s MiB  tcp %s MiB  log %s  rto cli/srv %s/%s  retrans %s (probes %s)  B/skb %s  %s\n",
     $6, $3, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $20, $22, $23, $32, $31, $8}' >&2
 }
@@ -657,7 +658,7 @@ main() {
   trap 'touch "$OUT/sample.stop" 2>/dev/null; for p in "${VM_PIDS[@]}"; do stop_bg "$p"; done; lab_down' EXIT
   trap 'exit 130' INT TERM
   setup
-  printf 'round\ttarget\tN\trcvbuf\tlink\tdone\tfailed\tfailures\tcompletion_s\tp50_s\tp99_s\tmax_s\tdhcp_p99_s\ttftp_p99_s\tserver_cpu_s\tpeak_rss_mib\tpeak_tcp_mib\tlog_lines\tdhcp_drops\tclient_rto\tclient_rcvq_drops\tserver_rto\tserver_retrans\tgoroutines_before\tgoroutines_after\tfds_before\tfds_after\tline_limit_s\tclient_cpu_s\tvms\tbytes_per_skb\tserver_loss_probes\n' > "$OUT/results.tsv"
+  printf 'round\ttarget\tN\trcvbuf\tlink\tdone\tfailed\tfailures\tcompletion_s\tp50_s\tp99_s\tmax_s\tdhcp_p99_s\ttftp_p99_s\tserver_cpu_s\tpeak_rss_mib\tpeak_tcp_mib\tlog_lines\tdhcp_drops\tclient_rto\tclient_rcvq_drops\tserver_rto\tserver_retrans\tgoroutines_before\tgoroutines_after\tfds_before\tfds_after\tline_limit_s\tclient_cpu_s\tvms\tbytes_per_skb\tserver_loss_probes\tcopy_bodies\n' > "$OUT/results.tsv"
   echo "storm: kernel $KERNEL_MIB MiB, initrd $INITRD_MIB MiB, N $NS, rcvbuf $RCVBUFS, rounds $ROUNDS; siteboot $("$SITEBOOT_BIN" version 2>/dev/null | head -n 1)" >&2
   local round n b s t order
   for ((round = 1; round <= ROUNDS; round++)); do
