@@ -91,7 +91,9 @@ func TestDropTakesOnlyWhatIsAsked(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ln.Close()
-	const body, tail = 100 << 10, "HTTP/1.1 200 OK\r\n"
+	// Small enough to sit unread in any default receive buffer: the
+	// test waits until all of it is queued.
+	const body, tail = 40 << 10, "HTTP/1.1 200 OK\r\n"
 	go func() {
 		c, err := ln.Accept()
 		if err != nil {
@@ -102,14 +104,13 @@ func TestDropTakesOnlyWhatIsAsked(t *testing.T) {
 		_, _ = c.Read(make([]byte, 1)) // hold the connection until the client closes
 	}()
 	buf := make([]byte, 256<<10)
-	var ic *idleConn
-	c := newMachineClient(netip.Addr{}, httpSpec{IdleTimeout: 5 * time.Second}, buf)
+	c := newMachineClient(netip.Addr{}, httpSpec{IdleTimeout: 5 * time.Second, RcvBuf: 256 << 10}, buf)
 	conn, err := c.Transport.(*http.Transport).DialContext(context.Background(), "tcp", ln.Addr().String())
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	ic = conn.(*idleConn)
+	ic := conn.(*idleConn)
 	if ic.sink == nil {
 		t.Fatal("no sink on a plain TCP connection")
 	}
